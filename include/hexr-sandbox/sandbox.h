@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libhexrsandbox: run untrusted code in a fresh, isolated sandbox.
+ *
+ * Life cycle:
+ *
+ *   hxs_config_from_env()          settings (immutable once the engine has them)
+ *   hxs_engine_new(config)         probes the host, sweeps a crashed predecessor's leftovers
+ *   hxs_request_new() + setters    describes one execution
+ *   hxs_request_validate()         checks it against the configured maxima
+ *   hxs_exec_start(engine, req)    creates the sandbox; returns a handle with one pollable fd
+ *   hxs_exec_process(exec)         call when that fd is readable; never blocks
+ *   hxs_exec_done() / hxs_exec_result()
+ *   hxs_exec_free()                kills whatever is left and frees everything
+ *
+ * or simply hxs_run(), which does all of the above synchronously.
+ *
+ * Errors: functions return 0 or a negative errno. Those that a human will read the
+ * reason of also fill a caller-owned hxs_error. The library never prints.
+ *
+ * Threads: an engine and its executions belong to one thread (the service runs them
+ * all from one event loop).
+ */
+#ifndef HEXR_SANDBOX_SANDBOX_H
+#define HEXR_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HXS_API __attribute__((visibility("default")))
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* What kind of failure, so the service can pick an HTTP status. */
+typedef enum hxs_error_kind {
+        HXS_ERR_NONE = 0,
+        HXS_ERR_INVALID,     /* the request or a setting breaks a rule (400 / bad config) */
+        HXS_ERR_TOO_LARGE,   /* a size limit was exceeded (413) */
+        HXS_ERR_UNSUPPORTED, /* the host cannot do what was asked (500 / doctor) */
+        HXS_ERR_NOT_FOUND,   /* something the request names does not exist, e.g. a package (422) */
+        HXS_ERR_SETUP,       /* the sandbox could not be set up (500) */
+        HXS_ERR_INTERNAL,    /* anything else (500) */
+        HXS_ERR_KIND_MAX,
+} hxs_error_kind;
+
+/* Caller-owned, fixed size: filling it never allocates. */
+typedef struct hxs_error {
+        hxs_error_kind kind;
+        int errnum;           /* positive errno behind it, 0 if none */
+        char field[48];       /* request field or setting it is about, "" if none */
+        char message[400];    /* one human-readable sentence, naming field and rule */
+} hxs_error;
+
+HXS_API const char *hxs_error_kind_name(hxs_error_kind kind);
+
+/* ---- configuration ---------------------------------------------------------- */
+
+typedef enum hxs_backend_kind {
+        HXS_BACKEND_AUTO = 0,
+        HXS_BACKEND_NAMESPACES,
+        HXS_BACKEND_QEMU,
+        HXS_BACKEND_FIRECRACKER,
+        HXS_BACKEND_MAX,
+} hxs_backend_kind;
+
+/* Every setting, validated. Built from the one settings table (see hxs_settings_*). */
+typedef struct hxs_config {
+        /* limits a request may ask for */
+        uint32_t max_timeout_s;         /* MAX_EXECUTION_TIME */
+        uint32_t max_memory_mb;         /* MAX_MEMORY_MB */
+        uint32_t default_timeout_s;     /* DEFAULT_TIMEOUT */
+        uint32_t default_memory_mb;     /* DEFAULT_MEMORY_MB */
+        uint32_t max_code_bytes;        /* MAX_CODE_BYTES */
+        uint32_t max_output_bytes;      /* MAX_OUTPUT_BYTES, per stream */
+        uint32_t max_env_vars;          /* MAX_ENV_VARS */
+        uint32_t max_env_bytes;         /* MAX_ENV_BYTES, names + values */
+        uint32_t max_stdin_bytes;       /* MAX_STDIN_BYTES */
+        uint32_t max_packages;          /* MAX_PACKAGES */
+        /* what every sandbox gets */
+        uint32_t tmpfs_mb;              /* SANDBOX_TMPFS_MB: /tmp and home, each */
+        uint32_t pids_max;              /* SANDBOX_PIDS_MAX */
+        uint32_t cpus_milli;            /* SANDBOX_CPUS, in thousandths of a core */
+        uint32_t nofile;                /* SANDBOX_NOFILE */
+        uint32_t uid_base;              /* SANDBOX_UID_BASE: host uid of the sandbox's root */
+        hxs_backend_kind backend;       /* SANDBOX_BACKEND */
+        char rootfs[256];               /* SANDBOX_ROOTFS: "" = host /usr + synthesized /etc */
+        char state_dir[256];            /* STATE_DIR */
+        char firecracker_bin[256];      /* FIRECRACKER_BIN */
+        /* service */
+        char listen_address[256];       /* LISTEN_ADDRESS */
+        uint32_t max_concurrent;        /* MAX_CONCURRENT (0 in the table = from core count) */
+        uint32_t max_queue;             /* MAX_QUEUE */
+        uint32_t queue_timeout_s;       /* QUEUE_TIMEOUT */
+        uint32_t max_body_bytes;        /* MAX_BODY_BYTES */
+        uint32_t drain_timeout_s;       /* DRAIN_TIMEOUT */
+        uint32_t max_connections;       /* MAX_CONNECTIONS */
+        char packages_wheelhouse[256];  /* PACKAGES_WHEELHOUSE */
+        char packages_index_url[256];   /* PACKAGES_INDEX_URL */
+} hxs_config;
+
+/* One row of the settings table; the table drives env parsing, --help, doctor and docs. */
+typedef struct hxs_setting_info {
+        const char *env;          /* environment variable */
+        const char *default_text; /* default, as a user would write it */
+        const char *help;         /* one line */
+} hxs_setting_info;
+
+/* Number of settings, and row i (NULL past the end). */
+HXS_API size_t hxs_settings_count(void);
+HXS_API const hxs_setting_info *hxs_settings_get(size_t i);
+
+/* Fills *ret with the defaults (no environment read). */
+HXS_API void hxs_config_defaults(hxs_config *ret);
+
+/* Parses one setting's text into *cfg. -EINVAL with err naming the variable and rule. */
+HXS_API int hxs_config_set(hxs_config *cfg, const char *env, const char *value, hxs_error *err);
+
+/* Defaults, then every table variable present in the process environment. */
+HXS_API int hxs_config_from_env(hxs_config *ret, hxs_error *err);
+
+HXS_API const char *hxs_backend_name(hxs_backend_kind kind);
+
+/* ---- requests --------------------------------------------------------------- */
+
+typedef enum hxs_language {
+        HXS_LANG_PYTHON = 0,
+        HXS_LANG_JAVASCRIPT,
+        HXS_LANG_BASH,
+        HXS_LANG_MAX,
+} hxs_language;
+
+/* "python", "javascript" (js, node), "bash" (shell, sh). -EINVAL if unknown. */
+HXS_API int hxs_language_parse(const char *name, hxs_language *ret);
+HXS_API const char *hxs_language_name(hxs_language lang);
+
+typedef struct hxs_request hxs_request;
+
+HXS_API hxs_request *hxs_request_new(void);
+HXS_API void hxs_request_free(hxs_request *req); /* NULL is fine */
+
+/* Setters copy what they are given (the caller keeps ownership of its arguments).
+ * Code is bytes: it may contain NUL and need not be UTF-8. They return -ENOMEM only;
+ * rules are checked by hxs_request_validate. timeout_s/memory_mb 0 = the default. */
+HXS_API int hxs_request_set_language(hxs_request *req, hxs_language lang);
+HXS_API int hxs_request_set_code(hxs_request *req, const void *code, size_t len);
+HXS_API int hxs_request_set_stdin(hxs_request *req, const void *data, size_t len);
+HXS_API void hxs_request_set_timeout_s(hxs_request *req, uint32_t seconds);
+HXS_API void hxs_request_set_memory_mb(hxs_request *req, uint32_t mb);
+HXS_API int hxs_request_add_env(hxs_request *req, const char *name, const char *value);
+HXS_API int hxs_request_add_package(hxs_request *req, const char *requirement);
+
+HXS_API hxs_language hxs_request_language(const hxs_request *req);
+HXS_API uint32_t hxs_request_timeout_s(const hxs_request *req);   /* after defaults */
+HXS_API uint32_t hxs_request_memory_mb(const hxs_request *req);   /* after defaults */
+
+/* Applies defaults and checks every rule against cfg. On failure: -EINVAL (or -E2BIG
+ * for a size limit) and err names the field, e.g.
+ * "memory_mb: 4096 exceeds the maximum 512". */
+HXS_API int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err);
+
+/* ---- results ---------------------------------------------------------------- */
+
+/* Exit code conventions: the program's own status; killed by signal N -> 128+N;
+ * time limit -> 124 and timed_out; memory limit -> 137 and oom_killed. */
+#define HXS_EXIT_TIMEOUT 124
+#define HXS_EXIT_OOM     137
+
+typedef struct hxs_result {
+        char *stdout_data;      /* owned by the result; NUL-terminated for convenience */
+        size_t stdout_len;
+        char *stderr_data;
+        size_t stderr_len;
+        int exit_code;
+        int signal;             /* 0 = none */
+        uint64_t execution_time_ms;
+        uint64_t memory_used_mb;
+        bool timed_out;
+        bool oom_killed;
+        bool stdout_truncated;
+        bool stderr_truncated;
+} hxs_result;
+
+HXS_API void hxs_result_clear(hxs_result *res); /* frees the buffers; zeroes the struct */
+
+/* Pure mapping used by every backend (exposed for tests): from a wait status and the
+ * engine's observations to exit_code/signal/timed_out/oom_killed in *res. */
+HXS_API void hxs_result_set_status(hxs_result *res, int wait_status, bool have_status,
+                                   bool timed_out, bool oom_killed);
+
+/* ---- engine ----------------------------------------------------------------- */
+
+typedef struct hxs_engine hxs_engine;
+
+/* Copies cfg. Picks the backend, probes the host, sweeps leftovers of a dead
+ * predecessor (cgroups of engines whose process is gone). */
+HXS_API int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err);
+HXS_API void hxs_engine_free(hxs_engine *engine);
+HXS_API const hxs_config *hxs_engine_config(const hxs_engine *engine);
+HXS_API const char *hxs_engine_backend_name(const hxs_engine *engine);
+
+/* 0 when sandboxes can run right now, else -errno with the reason in err. */
+HXS_API int hxs_engine_check(hxs_engine *engine, hxs_error *err);
+
+/* ---- one execution ------------------------------------------------------------ */
+
+typedef struct hxs_exec hxs_exec;
+
+/* Validates req (see hxs_request_validate) and sets the sandbox up. The request is
+ * copied; the caller may free it afterwards. On failure nothing is left behind. */
+HXS_API int hxs_exec_start(hxs_engine *engine, const hxs_request *req, hxs_exec **ret,
+                           hxs_error *err);
+
+/* One fd (an epoll fd) that becomes readable whenever hxs_exec_process has work. */
+HXS_API int hxs_exec_fd(const hxs_exec *exec);
+
+/* Does whatever is ready without blocking. Returns 0; the execution may now be done. */
+HXS_API int hxs_exec_process(hxs_exec *exec);
+
+HXS_API bool hxs_exec_done(const hxs_exec *exec);
+
+/* Kills the whole sandbox now (client went away, service draining). The result then
+ * reports signal 9 (exit 137) unless it had already finished. */
+HXS_API void hxs_exec_kill(hxs_exec *exec);
+
+/* Moves the result out once done (-EAGAIN before). Its buffers are the caller's.
+ * If the sandbox could not be set up (this is only known once it has tried), there is
+ * no result: it returns a negative errno and fills err (kind HXS_ERR_SETUP). */
+HXS_API int hxs_exec_take_result(hxs_exec *exec, hxs_result *ret, hxs_error *err);
+
+/* Milliseconds since the execution started (for logs and metrics). */
+HXS_API uint64_t hxs_exec_elapsed_ms(const hxs_exec *exec);
+
+/* Kills anything left, reaps, removes cgroups, frees. NULL is fine. */
+HXS_API void hxs_exec_free(hxs_exec *exec);
+
+/* Synchronous convenience: start, wait, take the result. */
+HXS_API int hxs_run(hxs_engine *engine, const hxs_request *req, hxs_result *ret, hxs_error *err);
+
+/* ---- host probe (doctor) ------------------------------------------------------ */
+
+typedef enum hxs_probe_status {
+        HXS_PROBE_OK = 0,
+        HXS_PROBE_MISSING,    /* absent; a backend that needs it cannot run */
+        HXS_PROBE_DEGRADED,   /* absent but optional */
+        HXS_PROBE_STATUS_MAX,
+} hxs_probe_status;
+
+typedef struct hxs_probe_item {
+        char name[48];
+        hxs_probe_status status;
+        char detail[208];
+} hxs_probe_item;
+
+/* Checks the host features the backends need. Fills up to max items, returns the
+ * count. *ret_backend is the backend SANDBOX_BACKEND would pick, and *ret_runnable
+ * whether it can run sandboxes. */
+HXS_API size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
+                              hxs_backend_kind *ret_backend, bool *ret_runnable);
+
+HXS_API const char *hxs_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hexr-sandbox exec [-l LANG] [-t SECONDS] [-m MB] [-e NAME=VALUE]... [--backend B]
+ *                   [--stdin FILE] [--json] (-c CODE | FILE | -)
+ *
+ * Prints the sandbox's stdout and stderr to its own and exits with the sandbox's exit
+ * code; --json prints the result object the API returns instead. Reads every setting of
+ * the configuration table from the environment, like the service.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/macro.h"
+#include "hexr-sandbox/sandbox.h"
+#include "server/json.h"
+
+static void hxs_request_freep(hxs_request **p) { hxs_request_free(*p); }
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "usage: hexr-sandbox exec [OPTIONS] (-c CODE | FILE | -)\n\n"
+                "  -l, --language LANG    python (default), javascript|js|node, bash|shell|sh\n"
+                "  -t, --timeout SECONDS  time limit (default DEFAULT_TIMEOUT, at most MAX_EXECUTION_TIME)\n"
+                "  -m, --memory MB        memory limit (default DEFAULT_MEMORY_MB, at most MAX_MEMORY_MB)\n"
+                "  -e, --env NAME=VALUE   environment variable for the code (repeatable)\n"
+                "  -c, --code CODE        the code itself\n"
+                "      --stdin FILE       feed FILE to the program's stdin (- for ours)\n"
+                "      --backend B        auto, namespaces, qemu, firecracker (as SANDBOX_BACKEND)\n"
+                "      --json             print the API's result object\n\n"
+                "Exit status: the program's own; 124 time limit; 137 memory limit; 128+N signal N;\n"
+                "%d when the sandbox could not run.\n",
+                HXS_CLI_EXIT_FAILURE);
+}
+
+/* Reads a whole file (or stdin for "-") up to max bytes. */
+static int read_all(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+        int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t len = 0, cap = 65536;
+        char *buf = malloc(cap);
+        int r = 0;
+        if (!buf) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (;;) {
+                if (len == cap) {
+                        if (cap > max) {
+                                r = -E2BIG;
+                                goto out;
+                        }
+                        char *nb = realloc(buf, cap * 2);
+                        if (!nb) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        buf = nb;
+                        cap *= 2;
+                }
+                ssize_t n = read(fd, buf + len, cap - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len > max) {
+                        r = -E2BIG;
+                        goto out;
+                }
+        }
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+out:
+        free(buf);
+        if (fd != STDIN_FILENO)
+                close(fd);
+        return r;
+}
+
+static int parse_u32(const char *s, uint32_t *ret)
+{
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno || end == s || *end || s[0] == '-' || v > UINT32_MAX)
+                return -EINVAL;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return;
+                }
+                p += w;
+                n -= (size_t)w;
+        }
+}
+
+_printf_(1, 2) static int fail(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "hexr-sandbox exec: ");
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return HXS_CLI_EXIT_FAILURE;
+}
+
+int hxs_cli_exec(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "language", required_argument, NULL, 'l' }, { "timeout", required_argument, NULL, 't' },
+                { "memory", required_argument, NULL, 'm' },   { "env", required_argument, NULL, 'e' },
+                { "code", required_argument, NULL, 'c' },     { "backend", required_argument, NULL, 'B' },
+                { "stdin", required_argument, NULL, 'S' },    { "json", no_argument, NULL, 'J' },
+                { "help", no_argument, NULL, 'h' },           { 0 },
+        };
+        hxs_config cfg;
+        hxs_error err = { 0 };
+        if (hxs_config_from_env(&cfg, &err) < 0)
+                return fail("%s", err.message);
+
+        _cleanup_(hxs_request_freep) hxs_request *req = hxs_request_new();
+        const char *code_arg = NULL, *stdin_path = NULL;
+        bool json = false;
+        int c, r;
+        if (!req)
+                return fail("%s", "out of memory");
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "+l:t:m:e:c:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'l': {
+                        hxs_language lang;
+                        if (hxs_language_parse(optarg, &lang) < 0)
+                                return fail("language: \"%s\" is not python, javascript (js, node) or bash (shell, sh)", optarg);
+                        hxs_request_set_language(req, lang);
+                        break;
+                }
+                case 't': {
+                        uint32_t v;
+                        if (parse_u32(optarg, &v) < 0 || v == 0)
+                                return fail("timeout: \"%s\" is not a positive whole number of seconds", optarg);
+                        hxs_request_set_timeout_s(req, v);
+                        break;
+                }
+                case 'm': {
+                        uint32_t v;
+                        if (parse_u32(optarg, &v) < 0 || v == 0)
+                                return fail("memory_mb: \"%s\" is not a positive whole number of MB", optarg);
+                        hxs_request_set_memory_mb(req, v);
+                        break;
+                }
+                case 'e': {
+                        char *eq = strchr(optarg, '=');
+                        if (!eq)
+                                return fail("env_vars: \"%s\" is not NAME=VALUE", optarg);
+                        *eq = '\0';
+                        if (hxs_request_add_env(req, optarg, eq + 1) < 0)
+                                return fail("%s", "out of memory");
+                        break;
+                }
+                case 'c':
+                        code_arg = optarg;
+                        break;
+                case 'B':
+                        if (hxs_config_set(&cfg, "SANDBOX_BACKEND", optarg, &err) < 0)
+                                return fail("%s", err.message);
+                        break;
+                case 'S':
+                        stdin_path = optarg;
+                        break;
+                case 'J':
+                        json = true;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return HXS_CLI_EXIT_FAILURE;
+                }
+        }
+
+        if (code_arg && optind < argc)
+                return fail("%s", "give the code with -c or as FILE, not both");
+        if (!code_arg && optind != argc - 1) {
+                usage(stderr);
+                return HXS_CLI_EXIT_FAILURE;
+        }
+        if (code_arg) {
+                r = hxs_request_set_code(req, code_arg, strlen(code_arg));
+        } else {
+                _cleanup_free_ char *code = NULL;
+                size_t len = 0;
+                r = read_all(argv[optind], (size_t)cfg.max_code_bytes, &code, &len);
+                if (r == -E2BIG) {
+                        fprintf(stderr, "hexr-sandbox exec: code: larger than the maximum %u bytes\n", cfg.max_code_bytes);
+                        return HXS_CLI_EXIT_FAILURE;
+                }
+                if (r < 0)
+                        return fail("cannot read %s", argv[optind]);
+                r = hxs_request_set_code(req, code, len);
+        }
+        if (r < 0)
+                return fail("%s", "out of memory");
+        if (stdin_path) {
+                _cleanup_free_ char *data = NULL;
+                size_t len = 0;
+                if (read_all(stdin_path, (size_t)cfg.max_stdin_bytes, &data, &len) < 0)
+                        return fail("cannot read stdin from %s (or it is larger than MAX_STDIN_BYTES)", stdin_path);
+                if (hxs_request_set_stdin(req, data, len) < 0)
+                        return fail("%s", "out of memory");
+        }
+        /* check the request before creating anything, for a clear message */
+        if (hxs_request_validate(req, &cfg, &err) < 0)
+                return fail("%s", err.message);
+
+        hxs_engine *engine;
+        if (hxs_engine_new(&cfg, &engine, &err) < 0)
+                return fail("%s", err.message);
+        hxs_result res = { 0 };
+        r = hxs_run(engine, req, &res, &err);
+        hxs_engine_free(engine);
+        if (r < 0)
+                return fail("%s", err.message);
+
+        if (json) {
+                json_t *obj = hxs_result_to_json(&res, NULL);
+                char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+                if (text) {
+                        puts(text);
+                        free(text);
+                }
+                json_decref(obj);
+        } else {
+                write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+                write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+                if (res.timed_out)
+                        fprintf(stderr, "hexr-sandbox: time limit reached (%u s)\n", hxs_request_timeout_s(req));
+                else if (res.oom_killed)
+                        fprintf(stderr, "hexr-sandbox: memory limit reached (%u MB)\n", hxs_request_memory_mb(req));
+                if (res.stdout_truncated || res.stderr_truncated)
+                        fprintf(stderr, "hexr-sandbox: output cut at %u bytes per stream\n", cfg.max_output_bytes);
+        }
+        int code = res.exit_code;
+        hxs_result_clear(&res);
+        return code;
+}

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One function per verb; each returns the process exit status. */
+#pragma once
+
+/* Exit status of the CLI's own failures (bad usage, sandbox could not run), chosen like
+ * `docker run` so it rarely collides with a program's own status. */
+#define HXS_CLI_EXIT_FAILURE 125
+
+int hxs_cli_exec(int argc, char **argv);
+int hxs_cli_doctor(int argc, char **argv);
+int hxs_cli_version(int argc, char **argv);
+/* Prints every setting of the table: env, default, help. */
+void hxs_cli_print_settings(void);

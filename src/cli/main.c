@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* hexr-sandbox: one binary, one verb per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "hexr-sandbox/sandbox.h"
+#include "server/serve.h"
+
+static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+        const char *help;
+} verbs[] = {
+        { "exec", hxs_cli_exec, "run code in a fresh sandbox and print what it printed" },
+        { "serve", hxs_cli_serve, "run the HTTP service" },
+        { "doctor", hxs_cli_doctor, "check which isolation features this host has" },
+        { "version", hxs_cli_version, "print the version" },
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: hexr-sandbox VERB [OPTIONS]\n\nverbs:\n");
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+                fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+        fprintf(f, "\n`hexr-sandbox VERB --help` for a verb's options.\n\nsettings (environment):\n");
+        hxs_cli_print_settings();
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return 2;
+        }
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+                usage(stdout);
+                return 0;
+        }
+        if (strcmp(argv[1], "--version") == 0)
+                return hxs_cli_version(argc - 1, argv + 1);
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+                if (strcmp(argv[1], verbs[i].name) == 0)
+                        return verbs[i].run(argc - 1, argv + 1);
+        fprintf(stderr, "hexr-sandbox: unknown verb \"%s\"\n", argv[1]);
+        usage(stderr);
+        return 2;
+}

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one settings table. Each row names an environment variable, its default as a
+ * user would write it, its parser and bounds, and a line of help; environment parsing,
+ * `--help`, `doctor` and docs/configuration.md all come from here.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+typedef enum setting_type {
+        SET_UINT,       /* plain number within [min, max] */
+        SET_DURATION,   /* seconds: 30, 30s, 2m, 1h */
+        SET_BYTES,      /* bytes: 1048576, 1024k, 1M */
+        SET_STRING,     /* free text (paths, URLs) */
+        SET_BACKEND,    /* auto | namespaces | qemu | firecracker */
+        SET_LISTEN,     /* host:port | :port | unix:/path */
+        SET_CPUS,       /* 0.5, 1, 2 -> thousandths */
+        SET_TYPE_MAX,
+} setting_type;
+
+typedef struct setting {
+        hxs_setting_info info;
+        setting_type type;
+        size_t offset;
+        size_t size;            /* for strings */
+        uint64_t min, max;      /* for numbers, in the parsed unit */
+} setting;
+
+#define U32(field) offsetof(hxs_config, field), 0
+#define STR(field) offsetof(hxs_config, field), sizeof(((hxs_config *)0)->field)
+
+static const setting settings[] = {
+        { { "MAX_EXECUTION_TIME", "30s", "largest timeout a request may ask for (30, 30s, 2m)" },
+          SET_DURATION, U32(max_timeout_s), 1, 24 * 3600 },
+        { { "MAX_MEMORY_MB", "512", "largest memory_mb a request may ask for" },
+          SET_UINT, U32(max_memory_mb), 16, 1024 * 1024 },
+        { { "LISTEN_ADDRESS", "127.0.0.1:8080", "host:port, :port (all interfaces) or unix:/path" },
+          SET_LISTEN, STR(listen_address), 0, 0 },
+        { { "FIRECRACKER_BIN", "/usr/bin/firecracker", "Firecracker binary for the microVM backend" },
+          SET_STRING, STR(firecracker_bin), 0, 0 },
+        { { "SANDBOX_BACKEND", "auto", "auto, namespaces, qemu or firecracker" },
+          SET_BACKEND, U32(backend), 0, 0 },
+        { { "MAX_CONCURRENT", "0", "executions running at once (0: one per core, at least 2)" },
+          SET_UINT, U32(max_concurrent), 0, 4096 },
+        { { "MAX_QUEUE", "64", "requests waiting for a slot before 429" },
+          SET_UINT, U32(max_queue), 0, 100000 },
+        { { "QUEUE_TIMEOUT", "10s", "longest a request waits in the queue before 429" },
+          SET_DURATION, U32(queue_timeout_s), 0, 3600 },
+        { { "DEFAULT_TIMEOUT", "30s", "timeout of a request that names none" },
+          SET_DURATION, U32(default_timeout_s), 1, 24 * 3600 },
+        { { "DEFAULT_MEMORY_MB", "256", "memory_mb of a request that names none" },
+          SET_UINT, U32(default_memory_mb), 16, 1024 * 1024 },
+        { { "MAX_CODE_BYTES", "4M", "largest code a request may send" },
+          SET_BYTES, U32(max_code_bytes), 1, 256u << 20 },
+        { { "MAX_OUTPUT_BYTES", "1M", "captured stdout and stderr, each; the rest is dropped and flagged" },
+          SET_BYTES, U32(max_output_bytes), 1024, 256u << 20 },
+        { { "MAX_STDIN_BYTES", "1M", "largest stdin a request may send" },
+          SET_BYTES, U32(max_stdin_bytes), 0, 256u << 20 },
+        { { "MAX_ENV_VARS", "256", "most env_vars a request may set" },
+          SET_UINT, U32(max_env_vars), 0, 100000 },
+        { { "MAX_ENV_BYTES", "64k", "total size of env_vars names and values" },
+          SET_BYTES, U32(max_env_bytes), 0, 16u << 20 },
+        { { "MAX_PACKAGES", "32", "most packages a request may name" },
+          SET_UINT, U32(max_packages), 0, 1000 },
+        { { "MAX_BODY_BYTES", "8M", "largest HTTP request body (413 beyond)" },
+          SET_BYTES, U32(max_body_bytes), 1024, 1024u << 20 },
+        { { "MAX_CONNECTIONS", "256", "open HTTP connections at once" },
+          SET_UINT, U32(max_connections), 4, 65536 },
+        { { "DRAIN_TIMEOUT", "30s", "on SIGTERM, how long running executions may finish" },
+          SET_DURATION, U32(drain_timeout_s), 0, 3600 },
+        { { "SANDBOX_TMPFS_MB", "64", "size of the sandbox's /tmp and of its home, each" },
+          SET_UINT, U32(tmpfs_mb), 1, 1024 * 1024 },
+        { { "SANDBOX_PIDS_MAX", "256", "processes and threads a sandbox may have" },
+          SET_UINT, U32(pids_max), 8, 1u << 22 },
+        { { "SANDBOX_CPUS", "1", "CPU share of one sandbox, in cores (0.5, 1, 2)" },
+          SET_CPUS, U32(cpus_milli), 10, 1024 * 1000 },
+        { { "SANDBOX_NOFILE", "1024", "open files a sandbox process may have" },
+          SET_UINT, U32(nofile), 16, 1u << 20 },
+        { { "SANDBOX_UID_BASE", "1000000", "host uid the sandbox's root maps to (sandbox user: +1000)" },
+          SET_UINT, U32(uid_base), 1000, 4000000000u },
+        { { "SANDBOX_ROOTFS", "", "root filesystem directory (empty: host /usr and a synthesized /etc)" },
+          SET_STRING, STR(rootfs), 0, 0 },
+        { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state" },
+          SET_STRING, STR(state_dir), 0, 0 },
+        { { "PACKAGES_WHEELHOUSE", "", "directory of wheels that packages= may install from" },
+          SET_STRING, STR(packages_wheelhouse), 0, 0 },
+        { { "PACKAGES_INDEX_URL", "", "package index the service (never the sandbox) may install from" },
+          SET_STRING, STR(packages_index_url), 0, 0 },
+};
+
+static const char *const backend_names[HXS_BACKEND_MAX] = {
+        [HXS_BACKEND_AUTO] = "auto",
+        [HXS_BACKEND_NAMESPACES] = "namespaces",
+        [HXS_BACKEND_QEMU] = "qemu",
+        [HXS_BACKEND_FIRECRACKER] = "firecracker",
+};
+
+const char *hxs_backend_name(hxs_backend_kind kind)
+{
+        return (unsigned)kind < HXS_BACKEND_MAX ? backend_names[kind] : "unknown";
+}
+
+size_t hxs_settings_count(void)
+{
+        return ARRAY_SIZE(settings);
+}
+
+const hxs_setting_info *hxs_settings_get(size_t i)
+{
+        return i < ARRAY_SIZE(settings) ? &settings[i].info : NULL;
+}
+
+/* Digits only, no sign, no overflow; then an optional suffix from `units`. */
+static int parse_scaled(const char *s, const char *const *suffixes, const uint64_t *scales,
+                        uint64_t *ret)
+{
+        if (!isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        uint64_t v = 0;
+        const char *p = s;
+        for (; isdigit((unsigned char)*p); p++) {
+                if (v > (UINT64_MAX - 9) / 10)
+                        return -ERANGE;
+                v = v * 10 + (uint64_t)(*p - '0');
+        }
+        for (size_t i = 0; suffixes[i]; i++) {
+                if (strcmp(p, suffixes[i]) == 0) {
+                        if (scales[i] && v > UINT64_MAX / scales[i])
+                                return -ERANGE;
+                        *ret = v * scales[i];
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int parse_duration(const char *s, uint64_t *ret)
+{
+        static const char *const sfx[] = { "", "s", "m", "h", NULL };
+        static const uint64_t scale[] = { 1, 1, 60, 3600 };
+        return parse_scaled(s, sfx, scale, ret);
+}
+
+static int parse_bytes(const char *s, uint64_t *ret)
+{
+        static const char *const sfx[] = { "", "k", "K", "M", "G", NULL };
+        static const uint64_t scale[] = { 1, 1024, 1024, 1024 * 1024, 1024 * 1024 * 1024 };
+        return parse_scaled(s, sfx, scale, ret);
+}
+
+/* "1", "0.5", "2.25" cores -> thousandths. */
+static int parse_cpus(const char *s, uint64_t *ret)
+{
+        uint64_t whole = 0, frac = 0, scale = 1000;
+        const char *p = s;
+        if (!isdigit((unsigned char)*p))
+                return -EINVAL;
+        for (; isdigit((unsigned char)*p); p++) {
+                if (whole > 1000000)
+                        return -ERANGE;
+                whole = whole * 10 + (uint64_t)(*p - '0');
+        }
+        if (*p == '.') {
+                p++;
+                if (!isdigit((unsigned char)*p))
+                        return -EINVAL;
+                for (; isdigit((unsigned char)*p); p++) {
+                        if (scale > 1) {
+                                scale /= 10;
+                                frac += (uint64_t)(*p - '0') * scale;
+                        }
+                }
+        }
+        if (*p)
+                return -EINVAL;
+        *ret = whole * 1000 + frac;
+        return 0;
+}
+
+static int check_listen(const char *v)
+{
+        if (strncmp(v, "unix:", 5) == 0)
+                return v[5] == '/' && strlen(v + 5) < 108 ? 0 : -EINVAL;
+        const char *colon = strrchr(v, ':');
+        if (!colon || colon[1] == '\0')
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        unsigned long port = strtoul(colon + 1, &end, 10);
+        if (errno || *end || port == 0 || port > 65535 || !isdigit((unsigned char)colon[1]))
+                return -EINVAL;
+        return 0;
+}
+
+static const setting *find_setting(const char *env)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(settings); i++)
+                if (strcmp(settings[i].info.env, env) == 0)
+                        return &settings[i];
+        return NULL;
+}
+
+static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error *err)
+{
+        char *base = (char *)cfg + s->offset;
+        uint64_t v = 0;
+        int r = 0;
+        const char *rule = NULL;
+
+        switch (s->type) {
+        case SET_UINT:
+                r = parse_bytes(value, &v);   /* digits only: reject suffixes below */
+                if (r == 0 && strspn(value, "0123456789") != strlen(value))
+                        r = -EINVAL;
+                rule = "a whole number";
+                break;
+        case SET_DURATION:
+                r = parse_duration(value, &v);
+                rule = "a duration such as 30, 30s, 2m or 1h";
+                break;
+        case SET_BYTES:
+                r = parse_bytes(value, &v);
+                rule = "a size such as 1048576, 1024k or 1M";
+                break;
+        case SET_CPUS:
+                r = parse_cpus(value, &v);
+                rule = "a number of cores such as 0.5, 1 or 2";
+                break;
+        case SET_BACKEND:
+                for (int k = 0; k < HXS_BACKEND_MAX; k++)
+                        if (strcmp(value, backend_names[k]) == 0) {
+                                *(uint32_t *)base = (uint32_t)k;
+                                return 0;
+                        }
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                      "%s: \"%s\" is not one of auto, namespaces, qemu, firecracker",
+                                      s->info.env, value);
+        case SET_LISTEN:
+                if (check_listen(value) < 0)
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                              "%s: \"%s\" is not host:port, :port or unix:/absolute/path",
+                                              s->info.env, value);
+                _fallthrough_;
+        case SET_STRING:
+                if (strlen(value) >= s->size)
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                              "%s: longer than %zu characters", s->info.env,
+                                              s->size - 1);
+                memcpy(base, value, strlen(value) + 1);
+                return 0;
+        case SET_TYPE_MAX:
+        default:
+                return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL, "bad settings table");
+        }
+
+        if (r < 0)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                      "%s: \"%.64s\" is not %s", s->info.env, value, rule);
+        if (v < s->min || v > s->max)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -ERANGE, s->info.env,
+                                      "%s: %llu is outside %llu..%llu", s->info.env,
+                                      (unsigned long long)v, (unsigned long long)s->min,
+                                      (unsigned long long)s->max);
+        *(uint32_t *)base = (uint32_t)v;
+        return 0;
+}
+
+int hxs_config_set(hxs_config *cfg, const char *env, const char *value, hxs_error *err)
+{
+        const setting *s = find_setting(env);
+        if (!s)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -ENOENT, env, "%s: no such setting", env);
+        return apply(cfg, s, value, err);
+}
+
+void hxs_config_defaults(hxs_config *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
+                int r = apply(ret, &settings[i], settings[i].info.default_text, NULL);
+                if (r < 0)
+                        abort(); /* the table's own defaults must parse */
+        }
+}
+
+static int config_check(hxs_config *cfg, hxs_error *err)
+{
+        if (cfg->default_timeout_s > cfg->max_timeout_s)
+                cfg->default_timeout_s = cfg->max_timeout_s;
+        if (cfg->default_memory_mb > cfg->max_memory_mb)
+                cfg->default_memory_mb = cfg->max_memory_mb;
+        if (cfg->state_dir[0] != '/')
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "STATE_DIR",
+                                      "STATE_DIR: must be an absolute path");
+        if (cfg->rootfs[0] && cfg->rootfs[0] != '/')
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SANDBOX_ROOTFS",
+                                      "SANDBOX_ROOTFS: must be an absolute path");
+        return 0;
+}
+
+int hxs_config_from_env(hxs_config *ret, hxs_error *err)
+{
+        hxs_config cfg;
+        hxs_config_defaults(&cfg);
+        for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
+                const char *v = getenv(settings[i].info.env);
+                if (!v)
+                        continue;
+                int r = apply(&cfg, &settings[i], v, err);
+                if (r < 0)
+                        return r;
+        }
+        int r = config_check(&cfg, err);
+        if (r < 0)
+                return r;
+        *ret = cfg;
+        return 0;
+}

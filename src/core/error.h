@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Filling hxs_error: formatted in place, never allocating, wrapped with context on the
+ * way up. Every helper returns the negative errno it was given, so a failure site can
+ * `return hxs_fail(err, ...)`. */
+#pragma once
+
+#include "hexr-sandbox/sandbox.h"
+#include "core/macro.h"
+
+/* Sets kind, errnum (from -ret) and the message; returns ret (a negative errno). */
+int hxs_fail(hxs_error *err, hxs_error_kind kind, int ret, const char *fmt, ...) _printf_(4, 5);
+
+/* Same, naming the request field or setting the message is about. */
+int hxs_fail_field(hxs_error *err, hxs_error_kind kind, int ret, const char *field,
+                   const char *fmt, ...) _printf_(5, 6);
+
+/* Prefixes context to an already filled message: "creating cgroup: <old message>". */
+int hxs_wrap(hxs_error *err, int ret, const char *fmt, ...) _printf_(3, 4);
+
+void hxs_error_clear(hxs_error *err);

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The engine: picks a backend, owns host-wide state, runs executions through it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/exec.h"
+
+#ifndef HXS_VERSION
+#define HXS_VERSION "0.0.0"
+#endif
+
+const char *hxs_version(void)
+{
+        return HXS_VERSION;
+}
+
+/* Which backend a setting resolves to on this host. MicroVM backends are not part of
+ * this build yet: asking for one explicitly is an error, auto falls back. */
+static int pick_backend(const hxs_config *cfg, hxs_backend_kind *kind,
+                        const hxs_backend_ops **ops, hxs_error *err)
+{
+        switch (cfg->backend) {
+        case HXS_BACKEND_AUTO:
+        case HXS_BACKEND_NAMESPACES:
+                *kind = HXS_BACKEND_NAMESPACES;
+                *ops = &hxs_ns_backend;
+                return 0;
+        case HXS_BACKEND_QEMU:
+        case HXS_BACKEND_FIRECRACKER:
+        case HXS_BACKEND_MAX:
+                break;
+        }
+        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOTSUP, "SANDBOX_BACKEND",
+                              "SANDBOX_BACKEND: the %s backend is not available in this build",
+                              hxs_backend_name(cfg->backend));
+}
+
+int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
+{
+        hxs_engine *e = calloc(1, sizeof(*e));
+        if (!e)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        e->cfg = *cfg;
+        int r = pick_backend(cfg, &e->kind, &e->ops, err);
+        if (r < 0) {
+                free(e);
+                return r;
+        }
+        r = e->ops->init(e, err);
+        if (r < 0) {
+                e->ops->fini(e);
+                free(e);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}
+
+void hxs_engine_free(hxs_engine *e)
+{
+        if (!e)
+                return;
+        hxs_engine_bury(e, true);
+        e->ops->fini(e);
+        free(e);
+}
+
+const hxs_config *hxs_engine_config(const hxs_engine *e) { return &e->cfg; }
+const char *hxs_engine_backend_name(const hxs_engine *e) { return e->ops->name; }
+
+int hxs_engine_check(hxs_engine *e, hxs_error *err)
+{
+        return e->ops->check(e, err);
+}
+
+void hxs_engine_defer_cgroup(hxs_engine *e, const cg_exec *c)
+{
+        if (e->n_graveyard < HXS_GRAVEYARD_MAX) {
+                e->graveyard[e->n_graveyard++] = *c;
+                return;
+        }
+        /* full: wait for this one now rather than forget it */
+        cg_exec tmp = *c;
+        for (int i = 0; i < 200 && cg_exec_remove(&tmp) == -EBUSY; i++)
+                usleep(5000);
+}
+
+void hxs_engine_bury(hxs_engine *e, bool wait)
+{
+        for (int round = 0; round < (wait ? 400 : 1) && e->n_graveyard > 0; round++) {
+                size_t kept = 0;
+                for (size_t i = 0; i < e->n_graveyard; i++) {
+                        cg_exec_kill(&e->graveyard[i]);
+                        if (cg_exec_remove(&e->graveyard[i]) < 0)
+                                e->graveyard[kept++] = e->graveyard[i];
+                }
+                e->n_graveyard = kept;
+                if (kept && wait)
+                        usleep(5000);
+        }
+}
+
+/* ---- executions ------------------------------------------------------------------ */
+
+int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_error *err)
+{
+        hxs_exec *x = calloc(1, sizeof(*x));
+        if (!x)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        x->engine = e;
+        x->pidfd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
+        int r = hxs_request_dup(req, &x->req);
+        if (r < 0) {
+                free(x);
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+        }
+        r = hxs_request_validate(x->req, &e->cfg, err);
+        if (r < 0) {
+                hxs_request_free(x->req);
+                free(x);
+                return r;
+        }
+        capbuf_init(&x->out, e->cfg.max_output_bytes);
+        capbuf_init(&x->err, e->cfg.max_output_bytes);
+        x->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (x->epfd < 0) {
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "epoll_create1: %s", strerror(errno));
+                hxs_exec_free(x);
+                return r;
+        }
+        r = e->ops->start(e, x, err);
+        if (r < 0) {
+                hxs_exec_free(x);
+                return r;
+        }
+        *ret = x;
+        return 0;
+}
+
+int hxs_exec_fd(const hxs_exec *x) { return x->epfd; }
+bool hxs_exec_done(const hxs_exec *x) { return x->done; }
+
+int hxs_exec_process(hxs_exec *x)
+{
+        if (x->done)
+                return 0;
+        return x->engine->ops->process(x);
+}
+
+uint64_t hxs_exec_elapsed_ms(const hxs_exec *x)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)((now.tv_sec - x->started.tv_sec) * 1000 +
+                          (now.tv_nsec - x->started.tv_nsec) / 1000000);
+}
+
+void hxs_exec_kill(hxs_exec *x)
+{
+        if (x->done)
+                return;
+        x->killed = true;
+        x->engine->ops->kill(x);
+}
+
+int hxs_exec_take_result(hxs_exec *x, hxs_result *ret, hxs_error *err)
+{
+        if (!x->done)
+                return -EAGAIN;
+        if (x->setup_failed) {
+                if (err)
+                        *err = x->setup_error;
+                return -EIO;
+        }
+        if (x->taken)
+                return -EALREADY;
+        *ret = x->result;
+        memset(&x->result, 0, sizeof(x->result));
+        x->taken = true;
+        return 0;
+}
+
+void hxs_exec_free(hxs_exec *x)
+{
+        if (!x)
+                return;
+        x->engine->ops->release(x);
+        if (x->epfd >= 0)
+                close(x->epfd);
+        capbuf_free(&x->out);
+        capbuf_free(&x->err);
+        hxs_result_clear(&x->result);
+        hxs_request_free(x->req);
+        free(x);
+}
+
+int hxs_run(hxs_engine *e, const hxs_request *req, hxs_result *ret, hxs_error *err)
+{
+        hxs_exec *x;
+        int r = hxs_exec_start(e, req, &x, err);
+        if (r < 0)
+                return r;
+        while (!hxs_exec_done(x)) {
+                struct epoll_event ev;
+                int n = epoll_wait(hxs_exec_fd(x), &ev, 1, -1);
+                if (n < 0 && errno != EINTR) {
+                        r = hxs_fail(err, HXS_ERR_INTERNAL, -errno, "epoll_wait: %s", strerror(errno));
+                        hxs_exec_free(x);
+                        return r;
+                }
+                hxs_exec_process(x);
+        }
+        r = hxs_exec_take_result(x, ret, err);
+        hxs_exec_free(x);
+        return r;
+}

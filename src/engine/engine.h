@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Engine internals shared by the engine and its backends. */
+#pragma once
+
+#include "hexr-sandbox/sandbox.h"
+#include "engine/request.h"
+#include "ns/cgroup.h"
+#include "ns/seccomp.h"
+
+/* A backend runs executions; the engine, the service and the tests do not know which. */
+typedef struct hxs_backend_ops {
+        const char *name;
+        int (*init)(hxs_engine *e, hxs_error *err);
+        void (*fini)(hxs_engine *e);
+        int (*check)(hxs_engine *e, hxs_error *err);
+        int (*start)(hxs_engine *e, hxs_exec *x, hxs_error *err);
+        int (*process)(hxs_exec *x);
+        void (*kill)(hxs_exec *x);
+        void (*release)(hxs_exec *x); /* kill, reap, remove; never fails */
+} hxs_backend_ops;
+
+extern const hxs_backend_ops hxs_ns_backend;
+
+#define HXS_GRAVEYARD_MAX 256
+
+struct hxs_engine {
+        hxs_config cfg;
+        const hxs_backend_ops *ops;
+        hxs_backend_kind kind;
+        /* namespace backend */
+        cg_layout cg;
+        hxs_seccomp seccomp;
+        char mountpoint[300];
+        /* cgroups whose processes were still exiting when their execution ended */
+        cg_exec graveyard[HXS_GRAVEYARD_MAX];
+        size_t n_graveyard;
+};
+
+/* Tries to remove cgroups left in the graveyard. With wait, retries for a while. */
+void hxs_engine_bury(hxs_engine *e, bool wait);
+/* Hands a cgroup that could not be removed yet to the graveyard. */
+void hxs_engine_defer_cgroup(hxs_engine *e, const cg_exec *c);

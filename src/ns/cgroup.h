@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Per-execution cgroups on either layout:
+ *  - v1 controllers (memory, pids, cpu each mounted on its own), optionally with a v2
+ *    hierarchy beside them (used for cgroup.kill);
+ *  - a pure v2 host (/sys/fs/cgroup is cgroup2 with the controllers enabled).
+ * Every cgroup lives under the engine's own cgroup, in a "hexr-sandbox" directory, and
+ * is named "<instance>-<seq>", the instance naming the engine process (pid and start
+ * time) so that a later engine can tell a dead predecessor's leftovers from a live
+ * neighbour's.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hexr-sandbox/sandbox.h"
+
+typedef enum cg_hier {
+        CG_MEMORY = 0,  /* v1 memory controller, or the v2 hierarchy on pure v2 */
+        CG_PIDS,        /* v1 only */
+        CG_CPU,         /* v1 only */
+        CG_UNIFIED,     /* v2 hierarchy beside v1 (kill/freeze), unused on pure v2 */
+        CG_HIER_MAX,
+} cg_hier;
+
+typedef struct cg_layout {
+        bool pure_v2;
+        bool have[CG_HIER_MAX];
+        char base[CG_HIER_MAX][512];  /* <mount>/<own cgroup>/hexr-sandbox */
+        char instance[64];            /* s<pid>.<starttime> */
+        uint64_t seq;
+} cg_layout;
+
+typedef struct cg_limits {
+        uint64_t memory_bytes;
+        uint32_t pids_max;
+        uint32_t cpus_milli;
+} cg_limits;
+
+typedef struct cg_exec {
+        char path[CG_HIER_MAX][600];  /* "" where the hierarchy is not used */
+        bool pure_v2;
+} cg_exec;
+
+/* Finds the layout and our own cgroup, creates the hexr-sandbox parents. */
+int cg_layout_init(cg_layout *ret, hxs_error *err);
+/* Removes leftovers of dead engines. Returns how many cgroups it removed. */
+int cg_sweep(const cg_layout *l);
+/* Describes what was found, for doctor. */
+void cg_layout_describe(const cg_layout *l, char *buf, size_t size);
+
+int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err);
+int cg_exec_attach(const cg_exec *c, pid_t pid, hxs_error *err);
+/* Peak memory in bytes (0 if unknown) and the OOM kill count. */
+uint64_t cg_exec_peak_memory(const cg_exec *c);
+uint64_t cg_exec_oom_kills(const cg_exec *c);
+/* SIGKILLs every process in it. */
+void cg_exec_kill(const cg_exec *c);
+/* Removes the cgroups; -EBUSY while processes are still exiting. */
+int cg_exec_remove(cg_exec *c);

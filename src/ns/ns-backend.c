@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The namespace backend, supervisor side: creates the cgroup, clones the child into
+ * new user/pid/mount/net/ipc/uts namespaces, writes its uid/gid maps, moves it into
+ * its cgroup, lets it go, then collects output, enforces the time limit and reads the
+ * result. Everything it waits on sits in the execution's own epoll fd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/capbuf.h"
+#include "core/error.h"
+#include "core/fileio.h"
+#include "engine/engine.h"
+#include "engine/exec.h"
+#include "ns/ns.h"
+
+/* After PID 1 is gone, how long to wait for the pipes to close. */
+#define DRAIN_GRACE_MS 2000
+
+enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
+
+static const struct {
+        const char *path;
+        const char *file;
+} runtimes[HXS_LANG_MAX] = {
+        [HXS_LANG_PYTHON] = { "/usr/bin/python3", "main.py" },
+        [HXS_LANG_JAVASCRIPT] = { "/usr/bin/node", "main.js" },
+        [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
+};
+
+static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
+{
+        struct epoll_event ev = { .events = events, .data.u64 = tag };
+        return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* Removes from epoll before closing, or epoll keeps reporting a dead fd. */
+static void epoll_close(int epfd, int *fd)
+{
+        if (*fd < 0)
+                return;
+        (void)epoll_ctl(epfd, EPOLL_CTL_DEL, *fd, NULL);
+        close(*fd);
+        *fd = -1;
+}
+
+static int set_nonblock(int fd)
+{
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        return 0;
+}
+
+static int arm_timer(int tfd, uint64_t ms)
+{
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000),
+                                                .tv_nsec = (long)(ms % 1000) * 1000000 } };
+        if (ms == 0)
+                its.it_value.tv_nsec = 1;
+        return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
+}
+
+/* Environment: a fixed PATH, HOME and LANG, then the request's variables (which may
+ * override them). Nothing of the host's. */
+static int build_env(const hxs_request *req, char ***ret)
+{
+        static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
+                                             "HOME=" NS_SANDBOX_HOME, "LANG=C.UTF-8" };
+        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 1;
+        char **env = calloc(max, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+                bool overridden = false;
+                size_t nl = strcspn(fixed[i], "=");
+                for (size_t j = 0; j < req->n_env; j++)
+                        if (strlen(req->env[j].name) == nl && strncmp(req->env[j].name, fixed[i], nl) == 0)
+                                overridden = true;
+                if (!overridden && !(env[n++] = strdup(fixed[i])))
+                        goto oom;
+        }
+        for (size_t j = 0; j < req->n_env; j++) {
+                if (asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value) < 0) {
+                        env[n] = NULL;
+                        goto oom;
+                }
+                n++;
+        }
+        env[n] = NULL;
+        *ret = env;
+        return 0;
+oom:
+        for (size_t i = 0; i < n; i++)
+                free(env[i]);
+        free(env);
+        return -ENOMEM;
+}
+
+static void free_strv(char **v)
+{
+        if (!v)
+                return;
+        for (char **p = v; *p; p++)
+                free(*p);
+        free(v);
+}
+
+static int write_id_maps(pid_t pid, uint32_t base, hxs_error *err)
+{
+        char path[64], map[128];
+        snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", base, NS_SANDBOX_UID, base + NS_SANDBOX_UID);
+        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+        int r = write_file(path, map);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "writing the uid map: %s", strerror(-r));
+        snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+        r = write_file(path, map);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "writing the gid map: %s", strerror(-r));
+        return 0;
+}
+
+static int make_pipe(int fds[2])
+{
+        return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+static void close_pair(int fds[2])
+{
+        close_fd(&fds[0]);
+        close_fd(&fds[1]);
+}
+
+static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
+{
+        const hxs_config *cfg = &e->cfg;
+        const hxs_request *req = x->req;
+        int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
+            err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
+        int r;
+
+        hxs_engine_bury(e, false);
+
+        cg_limits lim = { .memory_bytes = (uint64_t)req->memory_mb << 20,
+                          .pids_max = cfg->pids_max, .cpus_milli = cfg->cpus_milli };
+        r = cg_exec_create(&e->cg, &lim, &x->cg, err);
+        if (r < 0)
+                return r;
+        x->have_cg = true;
+
+        if ((r = make_pipe(sync_p)) < 0 || (r = make_pipe(report_p)) < 0 ||
+            (r = make_pipe(out_p)) < 0 || (r = make_pipe(err_p)) < 0 ||
+            (req->stdin_data && (r = make_pipe(in_p)) < 0)) {
+                hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
+                goto fail;
+        }
+        r = build_env(req, &x->envp);
+        if (r < 0) {
+                hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
+                goto fail;
+        }
+        char *argv[] = { (char *)runtimes[req->language].path,
+                         NULL, NULL };
+        char code_path[64];
+        snprintf(code_path, sizeof(code_path), "/code/%s", runtimes[req->language].file);
+        argv[1] = code_path;
+
+        ns_child_args args = {
+                .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
+                .code = req->code, .code_len = req->code_len,
+                .code_name = runtimes[req->language].file, .argv = argv, .envp = x->envp,
+                .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
+                .stdout_fd = out_p[1], .stderr_fd = err_p[1],
+        };
+
+        int pidfd = -1;
+        struct clone_args ca = {
+                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                         CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        clock_gettime(CLOCK_MONOTONIC, &x->started);
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0) {
+                r = -errno;
+                hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
+                goto fail;
+        }
+        if (pid == 0)
+                ns_child_main(&args); /* never returns */
+
+        x->pid = (pid_t)pid;
+        x->pidfd = pidfd;
+        close_fd(&sync_p[0]);
+        close_fd(&report_p[1]);
+        close_fd(&out_p[1]);
+        close_fd(&err_p[1]);
+        close_fd(&in_p[0]);
+        x->report_fd = TAKE_FD(report_p[0]);
+        x->stdout_fd = TAKE_FD(out_p[0]);
+        x->stderr_fd = TAKE_FD(err_p[0]);
+        x->stdin_fd = TAKE_FD(in_p[1]);
+
+        if ((r = write_id_maps(x->pid, cfg->uid_base, err)) < 0)
+                goto fail;
+        if ((r = cg_exec_attach(&x->cg, x->pid, err)) < 0)
+                goto fail;
+        /* PID 1 must outlive the program under memory pressure, so that the status
+         * is reported; the program resets its own score. */
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)x->pid);
+        (void)write_file(path, "-1000");
+
+        if ((r = set_nonblock(x->stdout_fd)) < 0 || (r = set_nonblock(x->stderr_fd)) < 0 ||
+            (r = set_nonblock(x->report_fd)) < 0 ||
+            (x->stdin_fd >= 0 && (r = set_nonblock(x->stdin_fd)) < 0)) {
+                hxs_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
+                goto fail;
+        }
+        x->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (x->timer_fd < 0 || (r = arm_timer(x->timer_fd, (uint64_t)req->timeout_s * 1000)) < 0) {
+                r = x->timer_fd < 0 ? -errno : r;
+                hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
+                goto fail;
+        }
+        if ((r = epoll_add(x->epfd, x->stdout_fd, EPOLLIN, TAG_STDOUT)) < 0 ||
+            (r = epoll_add(x->epfd, x->stderr_fd, EPOLLIN, TAG_STDERR)) < 0 ||
+            (r = epoll_add(x->epfd, x->report_fd, EPOLLIN, TAG_REPORT)) < 0 ||
+            (r = epoll_add(x->epfd, x->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
+            (r = epoll_add(x->epfd, x->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
+            (x->stdin_fd >= 0 && (r = epoll_add(x->epfd, x->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0)) {
+                hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+                goto fail;
+        }
+        /* go */
+        if (write(sync_p[1], "g", 1) != 1) {
+                r = negative_errno();
+                hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
+                goto fail;
+        }
+        close_fd(&sync_p[1]);
+        return 0;
+
+fail:
+        close_pair(sync_p); /* the child reads EOF and exits, if it exists */
+        close_pair(report_p);
+        close_pair(out_p);
+        close_pair(err_p);
+        close_pair(in_p);
+        return r;
+}
+
+static void ns_kill(hxs_exec *x)
+{
+        if (x->pidfd >= 0 && !x->reaped)
+                (void)pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0);
+        if (x->have_cg)
+                cg_exec_kill(&x->cg);
+}
+
+/* Reads what the report pipe holds: a status or a set-up error. */
+static void read_report(hxs_exec *x)
+{
+        for (;;) {
+                size_t room = sizeof(x->report) - 1 - x->report_len;
+                if (room == 0) {
+                        char sink[256];
+                        ssize_t n = read(x->report_fd, sink, sizeof(sink));
+                        if (n > 0)
+                                continue;
+                        if (n == 0)
+                                break;
+                        return;
+                }
+                ssize_t n = read(x->report_fd, x->report + x->report_len, room);
+                if (n > 0) {
+                        x->report_len += (size_t)n;
+                        continue;
+                }
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return;
+                break; /* EOF or error: PID 1 and the program have both let go */
+        }
+        epoll_close(x->epfd, &x->report_fd);
+}
+
+static void read_output(hxs_exec *x, int *fd, capbuf *b)
+{
+        /* bounded per call so one flooding sandbox cannot starve the loop */
+        for (int i = 0; i < 16; i++) {
+                ssize_t n = capbuf_read_fd(b, *fd);
+                if (n > 0)
+                        continue;
+                if (n == -EAGAIN)
+                        return;
+                epoll_close(x->epfd, fd);
+                return;
+        }
+}
+
+static void write_stdin(hxs_exec *x)
+{
+        const hxs_request *req = x->req;
+        while (x->stdin_off < req->stdin_len) {
+                ssize_t n = write(x->stdin_fd, req->stdin_data + x->stdin_off, req->stdin_len - x->stdin_off);
+                if (n > 0) {
+                        x->stdin_off += (size_t)n;
+                        continue;
+                }
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return;
+                break; /* EPIPE: the program does not read stdin */
+        }
+        epoll_close(x->epfd, &x->stdin_fd);
+}
+
+static void finish(hxs_exec *x)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        hxs_result *res = &x->result;
+        res->execution_time_ms = (uint64_t)((now.tv_sec - x->started.tv_sec) * 1000 +
+                                            (now.tv_nsec - x->started.tv_nsec) / 1000000);
+
+        /* parse the report: an 'S' status, or an 'E' set-up error */
+        int status = 0;
+        bool have_status = false;
+        if (x->report_len >= 1 + sizeof(int) && x->report[0] == NS_REPORT_STATUS) {
+                memcpy(&status, x->report + 1, sizeof(int));
+                have_status = true;
+        } else if (x->report_len >= 1 && x->report[0] == NS_REPORT_ERROR && !x->timed_out && !x->killed) {
+                x->report[x->report_len] = '\0';
+                x->setup_failed = true;
+                hxs_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", x->report + 1);
+        }
+        bool oom = false;
+        if (x->have_cg) {
+                res->memory_used_mb = (cg_exec_peak_memory(&x->cg) + (1 << 20) - 1) >> 20;
+                bool sigkilled = !have_status || (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+                oom = sigkilled && cg_exec_oom_kills(&x->cg) > 0;
+        }
+        hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
+        res->stdout_truncated = capbuf_truncated(&x->out);
+        res->stderr_truncated = capbuf_truncated(&x->err);
+        res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);
+        res->stderr_data = capbuf_steal(&x->err, &res->stderr_len);
+        x->done = true;
+        /* the namespace is gone; make sure the cgroup is too */
+        ns_kill(x);
+        epoll_close(x->epfd, &x->timer_fd);
+}
+
+static int ns_process(hxs_exec *x)
+{
+        struct epoll_event evs[8];
+        int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        for (int i = 0; i < n && !x->done; i++) {
+                switch (evs[i].data.u64) {
+                case TAG_STDOUT:
+                        read_output(x, &x->stdout_fd, &x->out);
+                        break;
+                case TAG_STDERR:
+                        read_output(x, &x->stderr_fd, &x->err);
+                        break;
+                case TAG_STDIN:
+                        write_stdin(x);
+                        break;
+                case TAG_REPORT:
+                        read_report(x);
+                        break;
+                case TAG_PIDFD: {
+                        siginfo_t si = { 0 };
+                        if (waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
+                                x->reaped = true;
+                                epoll_close(x->epfd, &x->pidfd);
+                        } else if (errno == ECHILD) {
+                                x->reaped = true;
+                                epoll_close(x->epfd, &x->pidfd);
+                        }
+                        break;
+                }
+                case TAG_TIMER: {
+                        uint64_t ticks;
+                        (void)!read(x->timer_fd, &ticks, sizeof(ticks));
+                        if (!x->reaped || x->report_fd >= 0) {
+                                /* time is up: the whole sandbox goes */
+                                x->timed_out = !x->reaped;
+                                ns_kill(x);
+                                if (x->timed_out)
+                                        arm_timer(x->timer_fd, DRAIN_GRACE_MS);
+                        } else {
+                                x->drain_expired = true;
+                        }
+                        break;
+                }
+                default:
+                        break;
+                }
+        }
+        if (x->done)
+                return 0;
+        if (x->reaped && x->report_fd < 0) {
+                bool pipes_closed = x->stdout_fd < 0 && x->stderr_fd < 0;
+                if (pipes_closed || x->drain_expired) {
+                        finish(x);
+                } else if (!x->draining) {
+                        x->draining = true;
+                        arm_timer(x->timer_fd, DRAIN_GRACE_MS);
+                }
+        }
+        return 0;
+}
+
+static void ns_release(hxs_exec *x)
+{
+        if (!x->reaped && x->pidfd >= 0) {
+                ns_kill(x);
+                siginfo_t si;
+                /* PID 1 was SIGKILLed: reaping it is prompt */
+                (void)waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
+                x->reaped = true;
+        }
+        epoll_close(x->epfd, &x->pidfd);
+        epoll_close(x->epfd, &x->stdout_fd);
+        epoll_close(x->epfd, &x->stderr_fd);
+        epoll_close(x->epfd, &x->stdin_fd);
+        epoll_close(x->epfd, &x->report_fd);
+        epoll_close(x->epfd, &x->timer_fd);
+        if (x->have_cg) {
+                cg_exec_kill(&x->cg);
+                if (cg_exec_remove(&x->cg) < 0)
+                        hxs_engine_defer_cgroup(x->engine, &x->cg);
+                x->have_cg = false;
+        }
+        free_strv(x->envp);
+        x->envp = NULL;
+}
+
+static int ns_init(hxs_engine *e, hxs_error *err)
+{
+        int r = cg_layout_init(&e->cg, err);
+        if (r < 0)
+                return r;
+        (void)cg_sweep(&e->cg);
+        r = hxs_seccomp_build(&e->seccomp, err);
+        if (r < 0)
+                return r;
+        /* The mount point for new roots: one shared empty directory, used only inside
+         * each sandbox's private mount namespace. */
+        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST)
+                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR %s: %s",
+                                e->cfg.state_dir, strerror(errno));
+        snprintf(e->mountpoint, sizeof(e->mountpoint), "%s/root", e->cfg.state_dir);
+        if (mkdir(e->mountpoint, 0755) < 0 && errno != EEXIST)
+                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "creating %s: %s", e->mountpoint,
+                                strerror(errno));
+        return 0;
+}
+
+static void ns_fini(hxs_engine *e)
+{
+        hxs_seccomp_free(&e->seccomp);
+}
+
+static int ns_check(hxs_engine *e, hxs_error *err)
+{
+        if (access(e->mountpoint, F_OK) < 0)
+                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "mount point %s is gone", e->mountpoint);
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++)
+                if (e->cg.have[h] && access(e->cg.base[h], W_OK) < 0)
+                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "cgroup %s is not writable",
+                                        e->cg.base[h]);
+        return 0;
+}
+
+const hxs_backend_ops hxs_ns_backend = {
+        .name = "namespaces",
+        .init = ns_init,
+        .fini = ns_fini,
+        .check = ns_check,
+        .start = ns_start,
+        .process = ns_process,
+        .kill = ns_kill,
+        .release = ns_release,
+};

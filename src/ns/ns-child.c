@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Inside the sandbox. The cloned child is PID 1 of a new pid namespace and root of a
+ * new user namespace (mapped to an unprivileged host uid). It builds the root
+ * filesystem as a list of steps, pivots into it, then forks the program: the program
+ * drops to the "sandbox" user with no capabilities, no_new_privs and the seccomp
+ * filter, and execs the interpreter. PID 1 stays behind as a tiny init: it reaps, and
+ * when the program exits it reports the status and exits, which makes the kernel kill
+ * every other process of the namespace (daemons included).
+ *
+ * Everything here runs between clone and exec in a copy of the supervisor: no locks,
+ * no logging; failures are written to the report pipe and end the child.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "core/macro.h"
+#include "ns/ns.h"
+
+static int report_fd = -1;
+
+/* Reports a set-up failure and ends the child. */
+_printf_(1, 2) static _Noreturn void die(const char *fmt, ...)
+{
+        char buf[400];
+        int saved = errno;
+        buf[0] = NS_REPORT_ERROR;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(buf + 1, sizeof(buf) - 1, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                n = 0;
+        size_t len = 1 + ((size_t)n < sizeof(buf) - 1 ? (size_t)n : sizeof(buf) - 2);
+        if (saved && len < sizeof(buf) - 1)
+                len += (size_t)snprintf(buf + len, sizeof(buf) - len, ": %s", strerror(saved));
+        if (report_fd >= 0)
+                (void)!write(report_fd, buf, len);
+        _exit(127);
+}
+
+/* ---- the root filesystem ------------------------------------------------------ */
+
+/* Mount flags of `path` that a bind remount must keep (the kernel locks them). */
+static unsigned long locked_flags(const char *path)
+{
+        struct statvfs s;
+        unsigned long f = 0;
+        if (statvfs(path, &s) < 0)
+                return 0;
+        if (s.f_flag & ST_NOEXEC)
+                f |= MS_NOEXEC;
+        if (s.f_flag & ST_NOATIME)
+                f |= MS_NOATIME;
+        if (s.f_flag & ST_NODIRATIME)
+                f |= MS_NODIRATIME;
+        if (s.f_flag & ST_RELATIME)
+                f |= MS_RELATIME;
+        return f;
+}
+
+/* Read-only bind of a host path (file or directory) onto dst, which must exist. */
+static void bind_ro(const char *src, const char *dst)
+{
+        if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                die("bind-mounting %s", src);
+        unsigned long f = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(src);
+        if (mount(NULL, dst, NULL, f, NULL) < 0)
+                die("making %s read-only", dst);
+}
+
+static void mkdir_or_die(const char *path, mode_t mode)
+{
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
+                die("mkdir %s", path);
+}
+
+static void touch_or_die(const char *path)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+        if (fd < 0)
+                die("creating %s", path);
+        close(fd);
+}
+
+static void write_or_die(const char *path, const void *data, size_t len, mode_t mode)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                die("creating %s", path);
+        const char *p = data;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        die("writing %s", path);
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        if (fchmod(fd, mode) < 0)
+                die("chmod %s", path);
+        close(fd);
+}
+
+static void write_str(const char *path, const char *s)
+{
+        write_or_die(path, s, strlen(s), 0444);
+}
+
+static void tmpfs_or_die(const char *dst, const char *opts, unsigned long flags)
+{
+        if (mount("tmpfs", dst, "tmpfs", flags, opts) < 0)
+                die("mounting a tmpfs on %s (%s)", dst, opts);
+}
+
+/* Host /etc entries the runtimes need, shown read-only. Absent ones are skipped. */
+static const char *const etc_binds[] = {
+        "ld.so.cache", "ssl", "ca-certificates", "alternatives", "python3", "python3.11",
+        "localtime", "mime.types", "fonts", "gai.conf",
+};
+
+static const char etc_passwd[] =
+        "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+        "sandbox:x:1000:1000:sandbox:/home/sandbox:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char etc_group[] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+static const char etc_hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n";
+
+static void build_etc(const char *root)
+{
+        char p[600], src[300];
+        snprintf(p, sizeof(p), "%s/etc", root);
+        mkdir_or_die(p, 0755);
+        snprintf(p, sizeof(p), "%s/etc/passwd", root);
+        write_str(p, etc_passwd);
+        snprintf(p, sizeof(p), "%s/etc/group", root);
+        write_str(p, etc_group);
+        snprintf(p, sizeof(p), "%s/etc/hosts", root);
+        write_str(p, etc_hosts);
+        snprintf(p, sizeof(p), "%s/etc/hostname", root);
+        write_str(p, "sandbox\n");
+        snprintf(p, sizeof(p), "%s/etc/nsswitch.conf", root);
+        write_str(p, etc_nsswitch);
+        snprintf(p, sizeof(p), "%s/etc/resolv.conf", root);
+        write_str(p, "# no network in the sandbox\n");
+        snprintf(p, sizeof(p), "%s/etc/os-release", root);
+        if (symlink("../usr/lib/os-release", p) < 0)
+                die("symlink %s", p);
+
+        for (size_t i = 0; i < ARRAY_SIZE(etc_binds); i++) {
+                struct stat st;
+                snprintf(src, sizeof(src), "/etc/%s", etc_binds[i]);
+                if (lstat(src, &st) < 0)
+                        continue;
+                snprintf(p, sizeof(p), "%s/etc/%s", root, etc_binds[i]);
+                if (S_ISLNK(st.st_mode)) {
+                        char target[256];
+                        ssize_t n = readlink(src, target, sizeof(target) - 1);
+                        if (n <= 0)
+                                continue;
+                        target[n] = '\0';
+                        if (symlink(target, p) < 0)
+                                die("symlink %s", p);
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode))
+                        mkdir_or_die(p, 0755);
+                else
+                        touch_or_die(p);
+                bind_ro(src, p);
+        }
+}
+
+static void build_dev(const char *root)
+{
+        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
+        char p[600], src[64];
+        snprintf(p, sizeof(p), "%s/dev", root);
+        mkdir_or_die(p, 0755);
+        tmpfs_or_die(p, "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC);
+        for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+                snprintf(p, sizeof(p), "%s/dev/%s", root, nodes[i]);
+                snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+                touch_or_die(p);
+                /* a bind keeps the host devtmpfs mount, where device access is allowed */
+                if (mount(src, p, NULL, MS_BIND, NULL) < 0)
+                        die("bind-mounting %s", src);
+                if (mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | locked_flags(src), NULL) < 0)
+                        die("remounting %s", p);
+        }
+        static const char *const links[][2] = {
+                { "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" },
+                { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+                snprintf(p, sizeof(p), "%s/dev/%s", root, links[i][1]);
+                if (symlink(links[i][0], p) < 0)
+                        die("symlink %s", p);
+        }
+        snprintf(p, sizeof(p), "%s/dev/shm", root);
+        mkdir_or_die(p, 01777);
+        tmpfs_or_die(p, "size=16m,nr_inodes=1024,mode=1777", MS_NOSUID | MS_NODEV);
+        snprintf(p, sizeof(p), "%s/dev", root);
+        if (mount(NULL, p, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755") < 0)
+                die("making /dev read-only");
+}
+
+static void build_root(const ns_child_args *a)
+{
+        const char *root = a->mountpoint;
+        const hxs_config *cfg = a->cfg;
+        char p[600], opts[128];
+
+        /* Nothing we mount may propagate back to the host. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                die("making mounts private");
+        snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
+                 (a->code_len >> 10) + 1024);
+        tmpfs_or_die(root, opts, MS_NOSUID | MS_NODEV);
+
+        static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code" };
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+                mkdir_or_die(p, 0755);
+        }
+        static const char *const usr_links[][2] = {
+                { "usr/bin", "bin" }, { "usr/sbin", "sbin" }, { "usr/lib", "lib" },
+                { "usr/lib64", "lib64" }, { "usr/lib32", "lib32" }, { "usr/libx32", "libx32" },
+        };
+        const char *usr_src = "/usr";
+        char rootfs_usr[300];
+        if (cfg->rootfs[0]) {
+                snprintf(rootfs_usr, sizeof(rootfs_usr), "%s/usr", cfg->rootfs);
+                usr_src = rootfs_usr;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(usr_links); i++) {
+                char target[320];
+                snprintf(target, sizeof(target), "%s/%s", usr_src, usr_links[i][0] + 4);
+                if (access(target, F_OK) < 0)
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", root, usr_links[i][1]);
+                if (symlink(usr_links[i][0], p) < 0)
+                        die("symlink %s", p);
+        }
+        snprintf(p, sizeof(p), "%s/usr", root);
+        bind_ro(usr_src, p);
+
+        build_etc(root);
+        build_dev(root);
+
+        /* writable scratch, capped; pages count against the sandbox's memory cgroup */
+        snprintf(p, sizeof(p), "%s/tmp", root);
+        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=1777", cfg->tmpfs_mb,
+                 cfg->tmpfs_mb * 256 + 1024);
+        tmpfs_or_die(p, opts, MS_NOSUID | MS_NODEV);
+        snprintf(p, sizeof(p), "%s/home/sandbox", root);
+        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0700,uid=%d,gid=%d", cfg->tmpfs_mb,
+                 cfg->tmpfs_mb * 256 + 1024, NS_SANDBOX_UID, NS_SANDBOX_UID);
+        tmpfs_or_die(p, opts, MS_NOSUID | MS_NODEV);
+
+        /* the program, read-only once the root is */
+        snprintf(p, sizeof(p), "%s/code/%s", root, a->code_name);
+        write_or_die(p, a->code, a->code_len, 0444);
+
+        /* /proc of our own pid namespace, only the process directories */
+        snprintf(p, sizeof(p), "%s/proc", root);
+        if (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible,subset=pid") < 0 &&
+            mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                die("mounting /proc");
+
+        if (mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+                die("making the root read-only");
+
+        if (chdir(root) < 0)
+                die("chdir to the new root");
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                die("pivot_root");
+        if (umount2(".", MNT_DETACH) < 0)
+                die("detaching the old root");
+        if (chdir("/") < 0)
+                die("chdir /");
+}
+
+static void loopback_up(void)
+{
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                die("socket for lo");
+        struct ifreq ifr = { 0 };
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                die("reading lo flags");
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                die("bringing lo up");
+        close(s);
+}
+
+/* ---- dropping privileges -------------------------------------------------------- */
+
+static void drop_capabilities(void)
+{
+        for (int cap = 0; cap <= 63; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        die("dropping capability %d from the bounding set", cap);
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                die("clearing ambient capabilities");
+}
+
+static void clear_capabilities(void)
+{
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = { 0 };
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                die("clearing capabilities");
+}
+
+static void set_rlimit(int resource, rlim_t value, const char *name)
+{
+        struct rlimit rl = { value, value };
+        if (setrlimit(resource, &rl) < 0)
+                die("setting %s", name);
+}
+
+static _Noreturn void run_program(const ns_child_args *a)
+{
+        const hxs_config *cfg = a->cfg;
+
+        /* stdio: the supervisor's pipes; stdin /dev/null unless the request has one */
+        int in = a->stdin_fd;
+        if (in < 0 && (in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+                die("opening /dev/null");
+        if (dup2(in, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0)
+                die("setting up stdio");
+        /* every other descriptor closes at exec; the report pipe stays open until then */
+        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                die("close_range");
+
+        /* PID 1 is shielded from the OOM killer; the program must not be */
+        (void)write_file("/proc/self/oom_score_adj", "0");
+
+        set_rlimit(RLIMIT_NOFILE, cfg->nofile, "RLIMIT_NOFILE");
+        set_rlimit(RLIMIT_FSIZE, (rlim_t)cfg->tmpfs_mb << 20, "RLIMIT_FSIZE");
+        set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
+        set_rlimit(RLIMIT_MEMLOCK, 64 << 10, "RLIMIT_MEMLOCK");
+
+        if (chdir(NS_SANDBOX_HOME) < 0)
+                die("chdir %s", NS_SANDBOX_HOME);
+        drop_capabilities();
+        if (setgroups(0, NULL) < 0)
+                die("setgroups");
+        if (setresgid(NS_SANDBOX_UID, NS_SANDBOX_UID, NS_SANDBOX_UID) < 0)
+                die("setresgid");
+        if (setresuid(NS_SANDBOX_UID, NS_SANDBOX_UID, NS_SANDBOX_UID) < 0)
+                die("setresuid");
+        clear_capabilities();
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                die("no_new_privs");
+        if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+                die("dumpable");
+        int r = hxs_seccomp_load(a->seccomp);
+        if (r < 0) {
+                errno = -r;
+                die("loading the seccomp filter");
+        }
+        execve(a->argv[0], a->argv, a->envp);
+        die("executing %s", a->argv[0]);
+}
+
+/* ---- PID 1 ------------------------------------------------------------------------ */
+
+static _Noreturn void init_loop(pid_t program)
+{
+        /* Only our own signal handling matters: the kernel already ignores signals from
+         * inside the namespace that PID 1 has no handler for. */
+        for (;;) {
+                int status;
+                pid_t pid = waitpid(-1, &status, 0);
+                if (pid < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(126); /* no children: cannot happen before the program exits */
+                }
+                if (pid != program)
+                        continue; /* reaped an orphan */
+                char msg[1 + sizeof(int)];
+                msg[0] = NS_REPORT_STATUS;
+                memcpy(msg + 1, &status, sizeof(int));
+                (void)!write(report_fd, msg, sizeof(msg));
+                /* exiting kills everything else in the namespace */
+                _exit(0);
+        }
+}
+
+_Noreturn void ns_child_main(const ns_child_args *a)
+{
+        report_fd = a->report_fd;
+        /* If the supervisor dies, so does the sandbox (and with PID 1, all of it). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                _exit(127);
+        char go;
+        if (read(a->sync_fd, &go, 1) != 1)
+                _exit(127); /* supervisor gone, or it gave up on us */
+        close(a->sync_fd);
+
+        /* The supervisor has written our uid/gid maps: become the namespace's root. */
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+                die("becoming root of the user namespace");
+        if (setgroups(0, NULL) < 0)
+                die("setgroups");
+        /* cgroup namespace now, so the sandbox's own cgroup is its root */
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                die("unsharing the cgroup namespace");
+        if (sethostname("sandbox", 7) < 0)
+                die("sethostname");
+        loopback_up();
+        build_root(a);
+
+        pid_t program = fork();
+        if (program < 0)
+                die("fork");
+        if (program == 0)
+                run_program(a);
+
+        /* PID 1 keeps only the report pipe: the program's end of stdio must be the only
+         * writer, so the supervisor sees EOF when the sandbox is gone. */
+        if (a->stdin_fd >= 0)
+                close(a->stdin_fd);
+        close(a->stdout_fd);
+        close(a->stderr_fd);
+        drop_capabilities();
+        clear_capabilities();
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || hxs_seccomp_load(a->seccomp) < 0)
+                _exit(127);
+        init_loop(program);
+}

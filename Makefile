@@ -1,0 +1,37 @@
+# The two commands (see README.md):
+#   make serve   install what is needed, build, start the service (namespace backend)
+#   make test    install what is needed, build, run every test, then again under ASan+UBSan
+BUILD ?= build
+BUILD_SAN ?= build-sanitize
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build serve test check sanitize check-sanitize fuzz clean
+
+all: build
+
+setup:
+	@./scripts/setup.sh
+
+build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+serve: build
+	exec ./$(BUILD)/hexr-sandbox serve
+
+check: build
+	cd $(BUILD) && ctest --output-on-failure
+
+sanitize: setup
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DHXS_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+
+check-sanitize: sanitize
+	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure
+
+test: check check-sanitize
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN)

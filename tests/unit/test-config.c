@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The settings table: defaults, every parser, bounds, and messages naming the setting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hexr-sandbox/sandbox.h"
+
+static void test_defaults(void **state)
+{
+        hxs_config c;
+        hxs_config_defaults(&c);
+        assert_int_equal(c.max_timeout_s, 30);
+        assert_int_equal(c.max_memory_mb, 512);
+        assert_int_equal(c.default_memory_mb, 256);
+        assert_int_equal(c.max_output_bytes, 1 << 20);
+        assert_string_equal(c.listen_address, "127.0.0.1:8080");
+        assert_string_equal(c.firecracker_bin, "/usr/bin/firecracker");
+        assert_int_equal(c.backend, HXS_BACKEND_AUTO);
+        assert_int_equal(c.cpus_milli, 1000);
+}
+
+static void test_durations(void **state)
+{
+        hxs_config c;
+        hxs_error err = { 0 };
+        hxs_config_defaults(&c);
+        assert_int_equal(hxs_config_set(&c, "MAX_EXECUTION_TIME", "45", &err), 0);
+        assert_int_equal(c.max_timeout_s, 45);
+        assert_int_equal(hxs_config_set(&c, "MAX_EXECUTION_TIME", "30s", &err), 0);
+        assert_int_equal(c.max_timeout_s, 30);
+        assert_int_equal(hxs_config_set(&c, "MAX_EXECUTION_TIME", "2m", &err), 0);
+        assert_int_equal(c.max_timeout_s, 120);
+        assert_int_equal(hxs_config_set(&c, "MAX_EXECUTION_TIME", "1h", &err), 0);
+        assert_int_equal(c.max_timeout_s, 3600);
+        static const char *const bad[] = { "", "-5", "5x", "1.5s", "s", " 5", "0", "99999999999999999999", "25h" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                memset(&err, 0, sizeof(err));
+                assert_true(hxs_config_set(&c, "MAX_EXECUTION_TIME", bad[i], &err) < 0);
+                assert_string_equal(err.field, "MAX_EXECUTION_TIME");
+                assert_non_null(strstr(err.message, "MAX_EXECUTION_TIME"));
+        }
+        assert_int_equal(c.max_timeout_s, 3600); /* unchanged by failures */
+}
+
+static void test_sizes_and_cpus(void **state)
+{
+        hxs_config c;
+        hxs_error err = { 0 };
+        hxs_config_defaults(&c);
+        assert_int_equal(hxs_config_set(&c, "MAX_OUTPUT_BYTES", "64k", &err), 0);
+        assert_int_equal(c.max_output_bytes, 65536);
+        assert_int_equal(hxs_config_set(&c, "MAX_OUTPUT_BYTES", "2M", &err), 0);
+        assert_int_equal(c.max_output_bytes, 2 << 20);
+        assert_true(hxs_config_set(&c, "MAX_OUTPUT_BYTES", "10", &err) < 0); /* below 1024 */
+        assert_non_null(strstr(err.message, "outside"));
+        assert_int_equal(hxs_config_set(&c, "SANDBOX_CPUS", "0.5", &err), 0);
+        assert_int_equal(c.cpus_milli, 500);
+        assert_int_equal(hxs_config_set(&c, "SANDBOX_CPUS", "2", &err), 0);
+        assert_int_equal(c.cpus_milli, 2000);
+        assert_true(hxs_config_set(&c, "SANDBOX_CPUS", "1.", &err) < 0);
+        assert_true(hxs_config_set(&c, "SANDBOX_CPUS", "abc", &err) < 0);
+        assert_true(hxs_config_set(&c, "MAX_MEMORY_MB", "1M", &err) < 0); /* plain numbers only */
+}
+
+static void test_listen_and_backend(void **state)
+{
+        hxs_config c;
+        hxs_error err = { 0 };
+        hxs_config_defaults(&c);
+        static const char *const good[] = { ":8080", "0.0.0.0:1", "[::1]:8080", "unix:/run/x.sock", "localhost:65535" };
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+                assert_int_equal(hxs_config_set(&c, "LISTEN_ADDRESS", good[i], &err), 0);
+        static const char *const bad[] = { "8080", ":0x50", "host:", ":70000", "unix:relative", ":0" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                assert_true(hxs_config_set(&c, "LISTEN_ADDRESS", bad[i], &err) < 0);
+                assert_string_equal(err.field, "LISTEN_ADDRESS");
+        }
+        assert_int_equal(hxs_config_set(&c, "SANDBOX_BACKEND", "namespaces", &err), 0);
+        assert_int_equal(c.backend, HXS_BACKEND_NAMESPACES);
+        assert_true(hxs_config_set(&c, "SANDBOX_BACKEND", "docker", &err) < 0);
+        assert_non_null(strstr(err.message, "auto, namespaces, qemu, firecracker"));
+        assert_true(hxs_config_set(&c, "NO_SUCH_SETTING", "1", &err) < 0);
+}
+
+static void test_from_env(void **state)
+{
+        hxs_config c;
+        hxs_error err = { 0 };
+        setenv("MAX_MEMORY_MB", "1024", 1);
+        setenv("MAX_EXECUTION_TIME", "10s", 1);
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+        assert_int_equal(c.max_memory_mb, 1024);
+        assert_int_equal(c.max_timeout_s, 10);
+        assert_int_equal(c.default_timeout_s, 10); /* defaults follow a lower maximum */
+        setenv("MAX_MEMORY_MB", "lots", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_non_null(strstr(err.message, "MAX_MEMORY_MB"));
+        unsetenv("MAX_MEMORY_MB");
+        setenv("STATE_DIR", "relative/dir", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "STATE_DIR");
+        unsetenv("STATE_DIR");
+        unsetenv("MAX_EXECUTION_TIME");
+}
+
+static void test_table(void **state)
+{
+        /* every row documented, and the table is what --help prints */
+        assert_true(hxs_settings_count() >= 8);
+        for (size_t i = 0; i < hxs_settings_count(); i++) {
+                const hxs_setting_info *s = hxs_settings_get(i);
+                assert_non_null(s->env);
+                assert_non_null(s->help);
+                assert_true(strlen(s->help) > 10);
+        }
+        assert_null(hxs_settings_get(hxs_settings_count()));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_defaults),     cmocka_unit_test(test_durations),
+                cmocka_unit_test(test_sizes_and_cpus), cmocka_unit_test(test_listen_and_backend),
+                cmocka_unit_test(test_from_env),     cmocka_unit_test(test_table),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -15,7 +15,7 @@ struct hxs_exec {
         struct timespec started;
         /* namespace backend */
         pid_t pid;
-        int pidfd, report_fd, stdout_fd, stderr_fd, stdin_fd, timer_fd;
+        int pidfd, sync_fd, report_fd, stdout_fd, stderr_fd, stdin_fd, timer_fd;
         size_t stdin_off;
         char report[512];
         size_t report_len;

@@ -255,7 +255,8 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
                 goto fail;
         }
-        close_fd(&sync_p[1]);
+        /* kept open while the sandbox runs: the child checks it for a hang-up */
+        x->sync_fd = TAKE_FD(sync_p[1]);
         return 0;
 
 fail:
@@ -445,6 +446,7 @@ static void ns_release(hxs_exec *x)
         epoll_close(x->epfd, &x->stdin_fd);
         epoll_close(x->epfd, &x->report_fd);
         epoll_close(x->epfd, &x->timer_fd);
+        close_fd(&x->sync_fd);
         if (x->have_cg) {
                 cg_exec_kill(&x->cg);
                 if (cg_exec_remove(&x->cg) < 0)

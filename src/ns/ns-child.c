@@ -16,6 +16,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -350,11 +351,16 @@ static _Noreturn void run_program(const ns_child_args *a)
         const hxs_config *cfg = a->cfg;
 
         /* stdio: the supervisor's pipes; stdin /dev/null unless the request has one */
-        int in = a->stdin_fd;
-        if (in < 0 && (in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+        int fds[3] = { a->stdin_fd, a->stdout_fd, a->stderr_fd };
+        if (fds[0] < 0 && (fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
                 die("opening /dev/null");
-        if (dup2(in, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0)
-                die("setting up stdio");
+        /* lift them above 2 first so no dup2 below clobbers another */
+        for (int i = 0; i < 3; i++)
+                if (fds[i] < 3 && (fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0)
+                        die("moving stdio descriptors");
+        for (int i = 0; i < 3; i++)
+                if (dup2(fds[i], i) < 0) /* dup2 clears CLOEXEC on the copy */
+                        die("setting up stdio");
         /* every other descriptor closes at exec; the report pipe stays open until then */
         if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 die("close_range");
@@ -415,20 +421,52 @@ static _Noreturn void init_loop(pid_t program)
         }
 }
 
+/* The child is a copy of the supervisor, with all of its descriptors: listening
+ * sockets, other sandboxes' pipes. Close everything but our own, now: CLOEXEC only
+ * helps at exec, and PID 1 never execs. */
+static void close_all_except(const int *keep, size_t n)
+{
+        int sorted[8];
+        size_t m = 0;
+        for (size_t i = 0; i < n && m < ARRAY_SIZE(sorted); i++)
+                if (keep[i] >= 0)
+                        sorted[m++] = keep[i];
+        for (size_t i = 1; i < m; i++)
+                for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                        int t = sorted[j];
+                        sorted[j] = sorted[j - 1];
+                        sorted[j - 1] = t;
+                }
+        unsigned int from = 0;
+        for (size_t i = 0; i < m; i++) {
+                if ((unsigned int)sorted[i] > from)
+                        (void)syscall(SYS_close_range, from, (unsigned int)sorted[i] - 1, 0);
+                from = (unsigned int)sorted[i] + 1;
+        }
+        (void)syscall(SYS_close_range, from, ~0U, 0);
+}
+
 _Noreturn void ns_child_main(const ns_child_args *a)
 {
+        const int keep[] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd, a->stderr_fd };
+        close_all_except(keep, ARRAY_SIZE(keep));
         report_fd = a->report_fd;
-        /* If the supervisor dies, so does the sandbox (and with PID 1, all of it). */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-                _exit(127);
         char go;
         if (read(a->sync_fd, &go, 1) != 1)
                 _exit(127); /* supervisor gone, or it gave up on us */
-        close(a->sync_fd);
 
         /* The supervisor has written our uid/gid maps: become the namespace's root. */
         if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
                 die("becoming root of the user namespace");
+        /* If the supervisor dies, so does the sandbox (and with PID 1, all of it).
+         * Set after the uid change, which clears it. The supervisor holds the sync
+         * pipe's write end while we run: a hang-up means it died before this. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                _exit(127);
+        struct pollfd pfd = { .fd = a->sync_fd, .events = POLLIN };
+        if (poll(&pfd, 1, 0) != 0)
+                _exit(127);
+        close(a->sync_fd);
         if (setgroups(0, NULL) < 0)
                 die("setgroups");
         /* cgroup namespace now, so the sandbox's own cgroup is its root */

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Admission and the life of an execution request after its body was parsed:
+ *
+ *   slot free            -> start the sandbox, suspend the connection    (RUNNING)
+ *   no slot, queue room  -> suspend and wait, FIFO, at most QUEUE_TIMEOUT (QUEUED)
+ *   neither              -> 429 overloaded, with Retry-After
+ *
+ * A suspended connection's socket is watched for the client going away: its sandbox
+ * is killed and its slot (or queue place) given to the next request. On drain,
+ * queued requests get 503, running ones may finish until DRAIN_TIMEOUT and are then
+ * killed; every client still gets a reply.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "core/error.h"
+#include "server/json.h"
+#include "server/server.h"
+
+/* After the drain deadline's kill, how long executions get to report, and replies to be
+ * flushed, before the process stops anyway. */
+#define EXIT_GRACE_MS 10000
+
+/* Seconds a turned-away client should wait: the queue ahead of it, at the mean
+ * execution time, spread over the slots. Whole seconds, at least 1. */
+static unsigned retry_after(const hxs_server *srv)
+{
+        double mean = srv->m.duration_count ? srv->m.duration_sum_s / (double)srv->m.duration_count : 1.0;
+        double wait = mean * (double)(srv->n_queued + 1) /
+                      (double)(srv->cfg.max_concurrent ? srv->cfg.max_concurrent : 1);
+        if (wait > 60)
+                return 60;
+        unsigned s = (unsigned)wait;
+        if ((double)s < wait)
+                s++;
+        return s < 1 ? 1 : s;
+}
+
+static void suspend(call *c)
+{
+        hxs_server *srv = c->srv;
+        const union MHD_ConnectionInfo *ci;
+
+        MHD_suspend_connection(c->conn);
+        c->suspended = true;
+        if (!c->held) {
+                c->held = true;
+                srv->n_held++;
+        }
+        /* MHD stops watching a suspended connection: we notice a hang-up instead.
+         * EPOLLRDHUP only, so bytes of a pipelined next request do not wake us. */
+        ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci && loop_add(srv, &c->client_watch, ci->connect_fd, EPOLLRDHUP) < 0)
+                log_line("warning", "request %s: cannot watch the client socket: %s", c->id,
+                         strerror(errno));
+}
+
+static void reply_later(call *c)
+{
+        c->state = CALL_REPLY;
+        call_resume(c);
+}
+
+static void reject_overloaded(call *c, reject_reason why)
+{
+        hxs_server *srv = c->srv;
+        char msg[200];
+
+        metrics_reject(&srv->m, why);
+        if (why == REJECT_QUEUE_TIMEOUT)
+                snprintf(msg, sizeof(msg),
+                         "no execution slot became free within %us (%u running, %u waiting); retry later",
+                         srv->cfg.queue_timeout_s, srv->n_running, srv->n_queued);
+        else
+                snprintf(msg, sizeof(msg),
+                         "all %u execution slots are busy and %u requests are waiting; retry later",
+                         srv->cfg.max_concurrent, srv->n_queued);
+        call_set_error(c, 429, "overloaded", msg);
+        c->retry_after_s = retry_after(srv);
+}
+
+static void reject_draining(call *c)
+{
+        metrics_reject(&c->srv->m, REJECT_DRAINING);
+        call_set_error(c, 503, "draining",
+                       "the service is shutting down and takes no new executions; retry on another instance");
+}
+
+/* Starts c's sandbox. On failure c holds the error reply and 0 < status. */
+static int start(call *c)
+{
+        hxs_server *srv = c->srv;
+        hxs_error err = { 0 };
+
+        c->started_ms = now_ms();
+        int r = hxs_exec_start(srv->engine, c->req, &c->exec, &err);
+        if (r >= 0) {
+                r = loop_add(srv, &c->exec_watch, hxs_exec_fd(c->exec), EPOLLIN);
+                if (r < 0) {
+                        hxs_exec_free(c->exec);
+                        c->exec = NULL;
+                        hxs_fail(&err, HXS_ERR_INTERNAL, r, "watching the execution: %s",
+                                 strerror(-r));
+                }
+        }
+        if (r < 0) {
+                unsigned status = http_status_of(&err);
+                if (status == 500)
+                        metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
+                else
+                        metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
+                                                status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+                call_set_error(c, status,
+                               status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind),
+                               err.message[0] ? err.message : "the sandbox could not be set up");
+                log_call(c, NULL, status == 500 ? "setup_failed" : "rejected",
+                         status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind));
+                c->logged = true;
+                c->state = CALL_REPLY;
+                return r;
+        }
+        /* The engine copied the request. */
+        hxs_request_free(c->req);
+        c->req = NULL;
+        TAILQ_INSERT_TAIL(&srv->running, c, link);
+        srv->n_running++;
+        c->state = CALL_RUNNING;
+        return 0;
+}
+
+/* Hands free slots to waiting requests, oldest first. */
+static void pump(hxs_server *srv)
+{
+        while (!srv->draining && srv->n_running < srv->cfg.max_concurrent &&
+               !TAILQ_EMPTY(&srv->queue)) {
+                call *c = TAILQ_FIRST(&srv->queue);
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
+                if (start(c) < 0)
+                        call_resume(c); /* its error reply is ready */
+        }
+}
+
+void admission_submit(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        if (srv->draining) {
+                reject_draining(c);
+                c->state = CALL_REPLY;
+                return;
+        }
+        if (srv->n_running < srv->cfg.max_concurrent && TAILQ_EMPTY(&srv->queue)) {
+                if (start(c) == 0)
+                        suspend(c);
+                return;
+        }
+        if (srv->n_queued < srv->cfg.max_queue) {
+                TAILQ_INSERT_TAIL(&srv->queue, c, link);
+                srv->n_queued++;
+                c->state = CALL_QUEUED;
+                suspend(c);
+                return;
+        }
+        reject_overloaded(c, REJECT_OVERLOADED);
+        c->state = CALL_REPLY;
+}
+
+/* Stops tracking c's execution (it is done, or being abandoned). */
+static void drop_exec(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        loop_del(srv, &c->exec_watch);
+        hxs_exec_free(c->exec);
+        c->exec = NULL;
+        TAILQ_REMOVE(&srv->running, c, link);
+        srv->n_running--;
+}
+
+/* c's execution is done: its result (or why it could not run) becomes the reply. */
+static void finish(call *c)
+{
+        hxs_server *srv = c->srv;
+        hxs_result res = { 0 };
+        hxs_error err = { 0 };
+
+        int r = hxs_exec_take_result(c->exec, &res, &err);
+        drop_exec(c);
+        if (r < 0) {
+                /* Setup failed after the start (the engine only knows once it tried). */
+                unsigned status = http_status_of(&err);
+                const char *code = status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind);
+                if (status == 500)
+                        metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
+                else
+                        metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
+                                                status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+                call_set_error(c, status, code,
+                               err.message[0] ? err.message : "the sandbox could not be set up");
+                log_call(c, NULL, status == 500 ? "setup_failed" : "rejected", code);
+        } else {
+                outcome o = outcome_of(&res);
+                metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
+                json_t *j = hxs_result_to_json(&res, c->id);
+                free(c->reply);
+                c->reply = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                c->reply_len = c->reply ? strlen(c->reply) : 0;
+                c->status = 200;
+                json_decref(j);
+                log_call(c, &res, outcome_name(o), NULL);
+        }
+        c->logged = true;
+        hxs_result_clear(&res);
+        reply_later(c);
+        pump(srv);
+}
+
+void admission_exec_event(call *c)
+{
+        if (c->state != CALL_RUNNING || !c->exec)
+                return; /* an event of this round for an execution already dropped */
+        (void)hxs_exec_process(c->exec);
+        if (hxs_exec_done(c->exec))
+                finish(c);
+}
+
+void admission_client_event(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        if (c->state == CALL_QUEUED) {
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
+                c->status = 499;
+                log_call(c, NULL, "client_disconnected", NULL);
+        } else if (c->state == CALL_RUNNING && c->exec) {
+                uint64_t ran = hxs_exec_elapsed_ms(c->exec);
+                hxs_exec_kill(c->exec);
+                drop_exec(c);
+                metrics_execution(&srv->m, c->language, OUTCOME_KILLED, ran);
+                c->status = 499;
+                log_call(c, NULL, "killed", "client_disconnected");
+        } else {
+                return;
+        }
+        c->logged = true;
+        c->state = CALL_GONE;
+        call_resume(c);
+        pump(srv);
+}
+
+void admission_forget(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        loop_del(srv, &c->client_watch);
+        if (c->state == CALL_QUEUED) {
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
+        } else if (c->state == CALL_RUNNING && c->exec) {
+                uint64_t ran = hxs_exec_elapsed_ms(c->exec);
+                hxs_exec_kill(c->exec);
+                drop_exec(c);
+                metrics_execution(&srv->m, c->language, OUTCOME_KILLED, ran);
+        }
+        c->state = CALL_DONE;
+        pump(srv);
+}
+
+void admission_tick(hxs_server *srv, uint64_t now)
+{
+        call *c;
+
+        /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
+        while (srv->cfg.queue_timeout_s && (c = TAILQ_FIRST(&srv->queue)) &&
+               now - c->received_ms >= (uint64_t)srv->cfg.queue_timeout_s * 1000) {
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
+                reject_overloaded(c, REJECT_QUEUE_TIMEOUT);
+                reply_later(c);
+        }
+
+        if (srv->draining && !srv->killed_on_drain && now >= srv->drain_deadline_ms) {
+                srv->killed_on_drain = true;
+                srv->exit_deadline_ms = now + EXIT_GRACE_MS;
+                if (srv->n_running)
+                        log_line("drain", "DRAIN_TIMEOUT reached: killing %u running executions",
+                                 srv->n_running);
+                TAILQ_FOREACH(c, &srv->running, link)
+                        hxs_exec_kill(c->exec);
+                /* Their fds report the end; each client then gets its (killed) result. */
+        }
+        pump(srv);
+}
+
+void admission_drain(hxs_server *srv)
+{
+        call *c;
+        uint64_t now = now_ms();
+
+        srv->draining = true;
+        srv->drain_deadline_ms = now + (uint64_t)srv->cfg.drain_timeout_s * 1000;
+        srv->exit_deadline_ms = srv->drain_deadline_ms + EXIT_GRACE_MS;
+        while ((c = TAILQ_FIRST(&srv->queue))) {
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
+                reject_draining(c);
+                reply_later(c);
+        }
+}
+
+uint64_t admission_next_deadline(hxs_server *srv)
+{
+        uint64_t d = UINT64_MAX;
+        call *c = TAILQ_FIRST(&srv->queue);
+
+        if (c && srv->cfg.queue_timeout_s)
+                d = c->received_ms + (uint64_t)srv->cfg.queue_timeout_s * 1000;
+        if (srv->draining) {
+                if (!srv->killed_on_drain && srv->drain_deadline_ms < d)
+                        d = srv->drain_deadline_ms;
+                if (srv->exit_deadline_ms < d)
+                        d = srv->exit_deadline_ms;
+        }
+        return d;
+}
+
+bool admission_drained(hxs_server *srv)
+{
+        return srv->n_running == 0 && srv->n_queued == 0 && srv->n_held == 0;
+}
+
+void admission_abort_all(hxs_server *srv)
+{
+        call *c;
+
+        while ((c = TAILQ_FIRST(&srv->queue))) {
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
+                reject_draining(c);
+                reply_later(c);
+        }
+        while ((c = TAILQ_FIRST(&srv->running))) {
+                uint64_t ran = hxs_exec_elapsed_ms(c->exec);
+                hxs_exec_kill(c->exec);
+                drop_exec(c);
+                metrics_execution(&srv->m, c->language, OUTCOME_KILLED, ran);
+                call_set_error(c, 503, "draining", "the service stopped before the execution ended");
+                log_call(c, NULL, "killed", "draining");
+                c->logged = true;
+                reply_later(c);
+        }
+}

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MHD access handler: routes, methods, request bodies, and turning a prepared
+ * reply into an MHD response. Nothing here blocks: an execution request is handed to
+ * admission.c, which suspends the connection until its reply is ready.
+ *
+ * MHD calls the handler once for the headers, once per body chunk, then once with no
+ * data; after MHD_resume_connection it calls it again, and that is when a suspended
+ * request's reply is queued.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "core/error.h"
+#include "engine/request.h"
+#include "server/json.h"
+#include "server/server.h"
+
+#define ALLOW_EXEC "POST"
+#define ALLOW_GET "GET, HEAD"
+
+static const char *const route_paths[ROUTE_MAX] = {
+        [ROUTE_EXEC] = "/api/v1/exec",
+        [ROUTE_EXECUTE] = "/execute",
+        [ROUTE_HEALTH] = "/health",
+        [ROUTE_METRICS] = "/metrics",
+        [ROUTE_OTHER] = NULL,
+};
+
+static route route_of(const char *url)
+{
+        for (int r = 0; r < ROUTE_OTHER; r++)
+                if (strcmp(url, route_paths[r]) == 0)
+                        return (route)r;
+        return ROUTE_OTHER;
+}
+
+static void new_request_id(char id[33])
+{
+        static const char hex[] = "0123456789abcdef";
+        static uint64_t fallback;
+        uint8_t b[16];
+
+        if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+                /* No entropy yet (early boot): unique is what matters for an id. */
+                uint64_t t = now_ms(), n = ++fallback;
+                memcpy(b, &t, 8);
+                memcpy(b + 8, &n, 8);
+        }
+        for (size_t i = 0; i < sizeof(b); i++) {
+                id[2 * i] = hex[b[i] >> 4];
+                id[2 * i + 1] = hex[b[i] & 15];
+        }
+        id[32] = '\0';
+}
+
+/* Envoy's X-Forwarded-Client-Cert: elements separated by ',', key=value pairs by ';',
+ * values possibly quoted. The last element is the peer nearest to us; its URI= is the
+ * SPIFFE ID. Logged only: MHD does not verify it and neither do we. */
+static void parse_xfcc(const char *v, char *ret, size_t cap)
+{
+        const char *last = v;
+        bool quoted = false;
+
+        ret[0] = '\0';
+        for (const char *p = v; *p; p++) {
+                if (*p == '"')
+                        quoted = !quoted;
+                else if (*p == '\\' && quoted && p[1])
+                        p++;
+                else if (*p == ',' && !quoted)
+                        last = p + 1;
+        }
+        quoted = false;
+        const char *pair = last;
+        for (const char *p = last;; p++) {
+                if (*p == '"')
+                        quoted = !quoted;
+                if ((*p == ';' && !quoted) || *p == ',' || *p == '\0') {
+                        while (*pair == ' ')
+                                pair++;
+                        if (strncasecmp(pair, "URI=", 4) == 0) {
+                                const char *s = pair + 4;
+                                size_t o = 0;
+                                for (; s < p && o + 1 < cap; s++)
+                                        if (*s != '"' && (unsigned char)*s > 0x20 &&
+                                            (unsigned char)*s < 0x7f)
+                                                ret[o++] = *s;
+                                ret[o] = '\0';
+                                return;
+                        }
+                        if (*p != ';')
+                                return;
+                        pair = p + 1;
+                }
+        }
+}
+
+/* application/json, any case, with optional parameters (charset=utf-8). */
+static bool is_json_type(const char *ct)
+{
+        if (!ct)
+                return false;
+        while (*ct == ' ' || *ct == '\t')
+                ct++;
+        size_t n = strlen("application/json");
+        if (strncasecmp(ct, "application/json", n) != 0)
+                return false;
+        ct += n;
+        while (*ct == ' ' || *ct == '\t')
+                ct++;
+        return *ct == '\0' || *ct == ';';
+}
+
+void call_set_error(call *c, unsigned status, const char *code, const char *message)
+{
+        json_t *o = json_pack("{s:{s:s,s:o*}}", "error", "code", code, "message",
+                              hxs_json_string_lossy(message, strlen(message)));
+        free(c->reply);
+        c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        c->reply_len = c->reply ? strlen(c->reply) : 0;
+        c->status = status;
+        c->error_code = code;
+        json_decref(o);
+}
+
+void call_resume(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        loop_del(srv, &c->client_watch);
+        if (c->suspended) {
+                c->suspended = false;
+                MHD_resume_connection(c->conn);
+        }
+}
+
+static enum MHD_Result send_reply(call *c)
+{
+        hxs_server *srv = c->srv;
+        struct MHD_Response *resp;
+        bool is_metrics = c->route == ROUTE_METRICS && c->status == 200;
+        static const char fallback[] =
+                "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+
+        if (c->reply) {
+                resp = MHD_create_response_from_buffer(c->reply_len, c->reply, MHD_RESPMEM_MUST_FREE);
+                if (resp)
+                        c->reply = NULL;
+        } else {
+                c->status = 500;
+                resp = MHD_create_response_from_buffer(strlen(fallback), (void *)fallback,
+                                                       MHD_RESPMEM_PERSISTENT);
+        }
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                is_metrics ? "text/plain; version=0.0.4; charset=utf-8" :
+                                             "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        MHD_add_response_header(resp, "X-Request-Id", c->id);
+        if (c->allow)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->allow);
+        if (c->retry_after_s) {
+                char ra[16];
+                snprintf(ra, sizeof(ra), "%u", c->retry_after_s);
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+        }
+        enum MHD_Result ret = MHD_queue_response(c->conn, c->status, resp);
+        MHD_destroy_response(resp);
+
+        metrics_http(&srv->m, c->route, c->status);
+        if (c->is_exec && !c->logged) {
+                log_call(c, NULL, c->status == 200 ? "ok" : "rejected", NULL);
+                c->logged = true;
+        }
+        c->state = CALL_DONE;
+        return ret;
+}
+
+static void reply_health(call *c)
+{
+        hxs_server *srv = c->srv;
+        uint64_t now = now_ms();
+        const char *status = "ok";
+
+        if (srv->health_checked_ms == 0 || now - srv->health_checked_ms >= 1000) {
+                hxs_error err = { 0 };
+                srv->health_r = hxs_engine_check(srv->engine, &err);
+                snprintf(srv->health_message, sizeof(srv->health_message), "%s", err.message);
+                srv->health_checked_ms = now;
+        }
+        if (srv->draining)
+                status = "draining";
+        else if (srv->health_r < 0)
+                status = "unhealthy";
+
+        json_t *o = json_pack("{s:s,s:s,s:[sss],s:s,s:I,s:I,s:I}", "status", status, "backend",
+                              hxs_engine_backend_name(srv->engine), "languages", "python",
+                              "javascript", "bash", "version", hxs_version(), "active",
+                              (json_int_t)srv->n_running, "queued", (json_int_t)srv->n_queued,
+                              "max_concurrent", (json_int_t)srv->cfg.max_concurrent);
+        if (o && srv->health_r < 0 && !srv->draining)
+                json_object_set_new(o, "message",
+                                    hxs_json_string_lossy(srv->health_message,
+                                                          strlen(srv->health_message)));
+        free(c->reply);
+        c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        c->reply_len = c->reply ? strlen(c->reply) : 0;
+        c->status = strcmp(status, "ok") == 0 ? 200 : 503;
+        json_decref(o);
+}
+
+static void reply_metrics(call *c)
+{
+        free(c->reply);
+        c->reply = metrics_render(c->srv, &c->reply_len);
+        c->status = 200;
+}
+
+/* What the headers alone decide for an execution request: 0 to read the body, or an
+ * error reply prepared in c. */
+static int check_exec_headers(call *c, uint64_t *ret_length, bool *ret_has_length)
+{
+        hxs_server *srv = c->srv;
+        const char *v;
+        char msg[200];
+
+        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "X-Forwarded-Client-Cert");
+        if (v)
+                parse_xfcc(v, c->caller, sizeof(c->caller));
+
+        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        *ret_has_length = v != NULL;
+        *ret_length = v ? strtoull(v, NULL, 10) : 0;
+
+        if (srv->draining) {
+                metrics_reject(&srv->m, REJECT_DRAINING);
+                call_set_error(c, 503, "draining",
+                               "the service is shutting down and takes no new executions; retry on another instance");
+                return -ESHUTDOWN;
+        }
+        if (*ret_length > srv->cfg.max_body_bytes) {
+                metrics_reject(&srv->m, REJECT_TOO_LARGE);
+                snprintf(msg, sizeof(msg), "body: %llu bytes exceeds the maximum %u",
+                         (unsigned long long)*ret_length, srv->cfg.max_body_bytes);
+                call_set_error(c, 413, "too_large", msg);
+                return -E2BIG;
+        }
+        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!is_json_type(v)) {
+                metrics_reject(&srv->m, REJECT_MEDIA_TYPE);
+                call_set_error(c, 415, "unsupported_media_type",
+                               "Content-Type: must be application/json");
+                return -EPROTO;
+        }
+        return 0;
+}
+
+static call *call_new(hxs_server *srv, struct MHD_Connection *conn, const char *url)
+{
+        call *c = calloc(1, sizeof(*c));
+        if (!c)
+                return NULL;
+        c->srv = srv;
+        c->conn = conn;
+        c->route = route_of(url);
+        c->state = CALL_READING;
+        c->exec_watch = (watch){ .kind = WATCH_EXEC, .ptr = c, .fd = -1 };
+        c->client_watch = (watch){ .kind = WATCH_CLIENT, .ptr = c, .fd = -1 };
+        new_request_id(c->id);
+        return c;
+}
+
+/* First call: headers only. Returns MHD_YES to read the body, or the queued reply. */
+static enum MHD_Result on_headers(call *c, const char *method)
+{
+        hxs_server *srv = c->srv;
+        bool is_exec_route = c->route == ROUTE_EXEC || c->route == ROUTE_EXECUTE;
+        bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                      strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        uint64_t length = 0;
+        bool has_length = false;
+        int r = 0;
+
+        if (c->route == ROUTE_OTHER) {
+                call_set_error(c, 404, "not_found",
+                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /health and GET /metrics");
+                r = -ENOENT;
+        } else if (is_exec_route && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+                c->allow = ALLOW_EXEC;
+                call_set_error(c, 405, "method_not_allowed", "this path accepts POST only");
+                r = -EPERM;
+        } else if (!is_exec_route && !is_get) {
+                c->allow = ALLOW_GET;
+                call_set_error(c, 405, "method_not_allowed", "this path accepts GET and HEAD only");
+                r = -EPERM;
+        } else if (is_exec_route) {
+                c->is_exec = true;
+                r = check_exec_headers(c, &length, &has_length);
+                if (r == 0)
+                        return MHD_YES; /* read the body */
+        } else {
+                /* Replied to in the last call: queued now, MHD would close the
+                 * connection instead of keeping it alive. */
+                if (c->route == ROUTE_HEALTH)
+                        reply_health(c);
+                else
+                        reply_metrics(c);
+                c->state = CALL_REPLY;
+                return MHD_YES;
+        }
+
+        /* An error. If a body follows and is not too large, read it (and drop it) first:
+         * closing on unread data makes the kernel send a reset, and the client may lose
+         * our reply to it. */
+        if (!has_length) {
+                const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_TRANSFER_ENCODING);
+                has_length = te != NULL; /* chunked: unknown length, read it */
+                length = te ? 1 : 0;
+        }
+        if (length <= srv->cfg.max_body_bytes) {
+                c->state = CALL_REPLY; /* prepared: send when the body has been read */
+                return MHD_YES;
+        }
+        return send_reply(c); /* too large to read: reply now, MHD then closes */
+}
+
+/* Body bytes: kept up to MAX_BODY_BYTES, then counted and dropped. */
+static enum MHD_Result on_body(call *c, const char *data, size_t size)
+{
+        hxs_server *srv = c->srv;
+        uint64_t max = srv->cfg.max_body_bytes;
+
+        c->body_seen += size;
+        if (c->body_seen > 2 * max)
+                return MHD_NO; /* enough of a body we will not use: close the connection */
+        if (c->state != CALL_READING || c->body_too_large)
+                return MHD_YES;
+        if (c->body_seen > max) {
+                c->body_too_large = true;
+                free(c->body);
+                c->body = NULL;
+                c->body_len = c->body_cap = 0;
+                return MHD_YES;
+        }
+        if (c->body_len + size > c->body_cap) {
+                size_t cap = c->body_cap ? c->body_cap : 4096;
+                while (cap < c->body_len + size)
+                        cap *= 2;
+                if (cap > max)
+                        cap = max;
+                char *p = realloc(c->body, cap);
+                if (!p)
+                        return MHD_NO;
+                c->body = p;
+                c->body_cap = cap;
+        }
+        memcpy(c->body + c->body_len, data, size);
+        c->body_len += size;
+        return MHD_YES;
+}
+
+unsigned http_status_of(const hxs_error *err)
+{
+        switch (err->kind) {
+        case HXS_ERR_INVALID: return 400;
+        case HXS_ERR_TOO_LARGE: return 413;
+        case HXS_ERR_NOT_FOUND: return 422;
+        case HXS_ERR_NONE:
+        case HXS_ERR_UNSUPPORTED:
+        case HXS_ERR_SETUP:
+        case HXS_ERR_INTERNAL:
+        case HXS_ERR_KIND_MAX:
+        default:
+                return 500;
+        }
+}
+
+/* The body is complete: parse it and hand the execution to admission. */
+static enum MHD_Result on_complete(call *c)
+{
+        hxs_server *srv = c->srv;
+        hxs_error err = { 0 };
+        char msg[200];
+
+        if (c->body_too_large) {
+                metrics_reject(&srv->m, REJECT_TOO_LARGE);
+                snprintf(msg, sizeof(msg), "body: more than %u bytes", srv->cfg.max_body_bytes);
+                call_set_error(c, 413, "too_large", msg);
+                return send_reply(c);
+        }
+        int r = hxs_request_from_json(c->body ? c->body : "", c->body_len, &srv->cfg, &c->req, &err);
+        free(c->body);
+        c->body = NULL;
+        if (r < 0) {
+                unsigned status = http_status_of(&err);
+                metrics_reject(&srv->m, status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+                call_set_error(c, status, status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind),
+                               err.message);
+                return send_reply(c);
+        }
+        c->parsed = true;
+        c->language = hxs_request_language(c->req);
+        c->timeout_s = hxs_request_timeout_s(c->req);
+        c->memory_mb = hxs_request_memory_mb(c->req);
+        c->code_bytes = c->req->code_len;
+        c->received_ms = now_ms();
+
+        admission_submit(c);
+        if (c->state == CALL_REPLY)
+                return send_reply(c);
+        return MHD_YES; /* suspended: queued or running */
+}
+
+enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                             const char *method, const char *version, const char *upload_data,
+                             size_t *upload_data_size, void **req_cls)
+{
+        hxs_server *srv = cls;
+        call *c = *req_cls;
+
+        if (!c) {
+                c = call_new(srv, conn, url);
+                if (!c)
+                        return MHD_NO;
+                *req_cls = c;
+                return on_headers(c, method);
+        }
+        if (*upload_data_size) {
+                size_t size = *upload_data_size;
+                *upload_data_size = 0;
+                return on_body(c, upload_data, size);
+        }
+        switch (c->state) {
+        case CALL_READING:
+                return on_complete(c);
+        case CALL_REPLY:
+                return send_reply(c);
+        case CALL_GONE:
+                /* The client left while suspended: nothing to send, close. */
+                metrics_http(&srv->m, c->route, 499);
+                c->state = CALL_DONE;
+                return MHD_NO;
+        case CALL_QUEUED:
+        case CALL_RUNNING:
+        case CALL_DONE:
+        case CALL_STATE_MAX:
+        default:
+                return MHD_YES;
+        }
+}
+
+void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+        hxs_server *srv = cls;
+        call *c = *req_cls;
+
+        if (!c)
+                return;
+        *req_cls = NULL;
+        admission_forget(c);
+        if (c->held) {
+                c->held = false;
+                srv->n_held--;
+        }
+        if (c->is_exec && !c->logged)
+                log_call(c, NULL,
+                         toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "client_timeout" :
+                         toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown" :
+                                                                          "client_disconnected",
+                         NULL);
+        free(c->body);
+        free(c->reply);
+        hxs_request_free(c->req);
+        free(c);
+}

@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Request bodies to hxs_request, results to JSON, and the lossy UTF-8 conversion that
+ * lets program output (bytes) travel in JSON (text). Every rejection names the field
+ * and the rule, because an LLM reading the 400 must be able to fix its request.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "server/json.h"
+
+/* ---- UTF-8 --------------------------------------------------------------------- */
+
+/* Length of the well-formed character at p (1..4), or minus the length of the maximal
+ * ill-formed subpart starting there (Unicode 15, section 3.9, "U+FFFD substitution of
+ * maximal subparts"), which is what Python's errors="replace" does too. */
+static int utf8_char(const unsigned char *p, size_t n)
+{
+        unsigned char b = p[0];
+        unsigned char lo = 0x80, hi = 0xBF;
+        int need;
+
+        if (b < 0x80)
+                return 1;
+        if (b >= 0xC2 && b <= 0xDF)
+                need = 1;
+        else if (b >= 0xE0 && b <= 0xEF) {
+                need = 2;
+                if (b == 0xE0)
+                        lo = 0xA0;      /* no overlong forms */
+                else if (b == 0xED)
+                        hi = 0x9F;      /* no surrogates */
+        } else if (b >= 0xF0 && b <= 0xF4) {
+                need = 3;
+                if (b == 0xF0)
+                        lo = 0x90;
+                else if (b == 0xF4)
+                        hi = 0x8F;      /* nothing above U+10FFFF */
+        } else
+                return -1;              /* 80..C1, F5..FF: never valid */
+
+        for (int i = 1; i <= need; i++) {
+                if ((size_t)i >= n)
+                        return -i;      /* truncated at the end */
+                unsigned char c = p[i];
+                if (c < lo || c > hi)
+                        return -i;
+                lo = 0x80;
+                hi = 0xBF;
+        }
+        return need + 1;
+}
+
+static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+json_t *hxs_json_string_lossy(const char *data, size_t len)
+{
+        const unsigned char *p = (const unsigned char *)data;
+        size_t i = 0;
+
+        /* Fast path: program output is nearly always valid. */
+        while (i < len) {
+                int c = utf8_char(p + i, len - i);
+                if (c < 0)
+                        break;
+                i += (size_t)c;
+        }
+        if (i == len)
+                return json_stringn_nocheck(len ? data : "", len);
+
+        /* Worst case every byte becomes U+FFFD (3 bytes). */
+        if (len > (SIZE_MAX - 1) / 3)
+                return NULL;
+        char *out = malloc(len * 3 + 1);
+        if (!out)
+                return NULL;
+        memcpy(out, data, i);
+        size_t o = i;
+        while (i < len) {
+                int c = utf8_char(p + i, len - i);
+                if (c > 0) {
+                        memcpy(out + o, p + i, (size_t)c);
+                        o += (size_t)c;
+                        i += (size_t)c;
+                } else {
+                        memcpy(out + o, replacement, 3);
+                        o += 3;
+                        i += (size_t)-c;
+                }
+        }
+        json_t *s = json_stringn_nocheck(out, o);
+        free(out);
+        return s;
+}
+
+size_t hxs_utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len)
+{
+        const unsigned char *p = (const unsigned char *)src;
+        size_t o = 0, i = 0;
+
+        if (cap == 0)
+                return 0;
+        while (i < len) {
+                int c = utf8_char(p + i, len - i);
+                const char *piece = (const char *)p + i;
+                size_t plen = c > 0 ? (size_t)c : 3;
+                if (c < 0 || p[i] == '\0') {
+                        /* A C string cannot hold U+0000: it is replaced as well. */
+                        piece = replacement;
+                        plen = 3;
+                }
+                if (o + plen >= cap)
+                        break;
+                memcpy(dst + o, piece, plen);
+                o += plen;
+                i += c > 0 ? (size_t)c : (size_t)-c;
+        }
+        dst[o] = '\0';
+        return o;
+}
+
+/* ---- requests ------------------------------------------------------------------ */
+
+static const char *const known_fields[] = {
+        "code", "language", "timeout", "memory_mb", "env_vars", "packages", "stdin",
+};
+
+#define FIELD_LIST "code, language, timeout, memory_mb, env_vars, packages, stdin"
+
+static int invalid(hxs_error *err, const char *field, const char *fmt, ...) _printf_(3, 4);
+static int invalid(hxs_error *err, const char *field, const char *fmt, ...)
+{
+        char msg[sizeof(err->message)];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, field, "%s", msg);
+}
+
+static int no_memory(hxs_error *err)
+{
+        return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while reading the request");
+}
+
+/* An untrusted name made safe and short for a message: printable ASCII, the rest as
+ * \xNN, cut with "..." when too long. */
+static const char *quote_name(char *buf, size_t cap, const char *name)
+{
+        size_t o = 0;
+        const char *p = name;
+        for (; *p; p++) {
+                unsigned char c = (unsigned char)*p;
+                char piece[5];
+                size_t n;
+                if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+                        piece[0] = (char)c;
+                        n = 1;
+                } else
+                        n = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", c);
+                if (o + n + 4 > cap)
+                        break;
+                memcpy(buf + o, piece, n);
+                o += n;
+        }
+        if (*p) {
+                memcpy(buf + o, "...", 3);
+                o += 3;
+        }
+        buf[o] = '\0';
+        return buf;
+}
+
+/* jansson words a duplicate as: duplicate object key near '"name"'. */
+static int duplicate_key(const json_error_t *jerr, hxs_error *err)
+{
+        char key[64] = "";
+        const char *start = strstr(jerr->text, "near '\"");
+        if (start) {
+                start += strlen("near '\"");
+                const char *end = strstr(start, "\"'");
+                size_t n = end ? (size_t)(end - start) : strlen(start);
+                if (n >= sizeof(key))
+                        n = sizeof(key) - 1;
+                memcpy(key, start, n);
+                key[n] = '\0';
+        }
+        char q[80];
+        quote_name(q, sizeof(q), key);
+        return invalid(err, key[0] && strlen(key) < sizeof(err->field) ? key : "body",
+                       "%s: appears more than once in the body (line %d, column %d)", q,
+                       jerr->line, jerr->column);
+}
+
+/* Integer seconds/megabytes: rejects reals (1.5 and 1.0 alike), booleans, strings. */
+static int get_positive(const json_t *v, const char *field, const char *unit, uint32_t max,
+                        uint32_t *ret, hxs_error *err)
+{
+        if (!json_is_integer(v))
+                return invalid(err, field, "%s: must be an integer number of %s (got %s)", field,
+                               unit,
+                               json_is_real(v) ? "a fractional number" :
+                               json_is_boolean(v) ? "a boolean" :
+                               json_is_string(v) ? "a string" :
+                               json_is_array(v) ? "an array" : "an object");
+        json_int_t n = json_integer_value(v);
+        if (n <= 0)
+                return invalid(err, field, "%s: must be greater than 0 (got %lld)", field,
+                               (long long)n);
+        if ((unsigned long long)n > max)
+                return invalid(err, field, "%s: %lld exceeds the maximum %u %s", field,
+                               (long long)n, max, unit);
+        *ret = (uint32_t)n;
+        return 0;
+}
+
+static int get_env(hxs_request *req, const json_t *v, hxs_error *err)
+{
+        const char *name;
+        json_t *val;
+        char q[80];
+
+        if (!json_is_object(v))
+                return invalid(err, "env_vars",
+                               "env_vars: must be an object mapping names to string values");
+        json_object_foreach((json_t *)v, name, val) {
+                if (!json_is_string(val))
+                        return invalid(err, "env_vars", "env_vars: value of \"%s\" must be a string",
+                                       quote_name(q, sizeof(q), name));
+                if (strlen(json_string_value(val)) != json_string_length(val))
+                        return invalid(err, "env_vars",
+                                       "env_vars: value of \"%s\" must not contain NUL (\\u0000)",
+                                       quote_name(q, sizeof(q), name));
+                if (hxs_request_add_env(req, name, json_string_value(val)) < 0)
+                        return no_memory(err);
+        }
+        return 0;
+}
+
+static int get_packages(hxs_request *req, const json_t *v, hxs_error *err)
+{
+        size_t i;
+        json_t *p;
+
+        if (!json_is_array(v))
+                return invalid(err, "packages", "packages: must be an array of strings");
+        json_array_foreach(v, i, p) {
+                if (!json_is_string(p))
+                        return invalid(err, "packages", "packages[%zu]: must be a string", i);
+                if (strlen(json_string_value(p)) != json_string_length(p))
+                        return invalid(err, "packages",
+                                       "packages[%zu]: must not contain NUL (\\u0000)", i);
+                if (hxs_request_add_package(req, json_string_value(p)) < 0)
+                        return no_memory(err);
+        }
+        return 0;
+}
+
+static int fill_request(hxs_request *req, json_t *root, const hxs_config *cfg, hxs_error *err)
+{
+        const char *key;
+        json_t *v;
+        char q[80];
+        int r;
+
+        /* Unknown fields first: a typo must not be reported as a missing field. */
+        json_object_foreach(root, key, v) {
+                bool known = false;
+                for (size_t i = 0; i < ARRAY_SIZE(known_fields); i++)
+                        if (strcmp(key, known_fields[i]) == 0)
+                                known = true;
+                if (!known)
+                        return invalid(err, strlen(key) < sizeof(err->field) ? key : "body",
+                                       "%s: unknown field (the fields are " FIELD_LIST ")",
+                                       quote_name(q, sizeof(q), key));
+        }
+
+        v = json_object_get(root, "code");
+        if (!v || json_is_null(v))
+                return invalid(err, "code", "code: is required (the program to run, a string)");
+        if (!json_is_string(v))
+                return invalid(err, "code", "code: must be a string");
+        if (hxs_request_set_code(req, json_string_value(v), json_string_length(v)) < 0)
+                return no_memory(err);
+
+        v = json_object_get(root, "language");
+        if (v && !json_is_null(v)) {
+                hxs_language lang;
+                if (!json_is_string(v))
+                        return invalid(err, "language", "language: must be a string");
+                if (strlen(json_string_value(v)) != json_string_length(v))
+                        return invalid(err, "language", "language: must not contain NUL (\\u0000)");
+                if (hxs_language_parse(json_string_value(v), &lang) < 0)
+                        return invalid(err, "language",
+                                       "language: \"%s\" is not supported (python, javascript, bash; aliases js, node, shell, sh)",
+                                       quote_name(q, sizeof(q), json_string_value(v)));
+                hxs_request_set_language(req, lang);
+        }
+
+        v = json_object_get(root, "timeout");
+        if (v && !json_is_null(v)) {
+                uint32_t t;
+                r = get_positive(v, "timeout", "seconds", cfg->max_timeout_s, &t, err);
+                if (r < 0)
+                        return r;
+                hxs_request_set_timeout_s(req, t);
+        }
+
+        v = json_object_get(root, "memory_mb");
+        if (v && !json_is_null(v)) {
+                uint32_t mb;
+                r = get_positive(v, "memory_mb", "megabytes", cfg->max_memory_mb, &mb, err);
+                if (r < 0)
+                        return r;
+                hxs_request_set_memory_mb(req, mb);
+        }
+
+        v = json_object_get(root, "env_vars");
+        if (v && !json_is_null(v) && (r = get_env(req, v, err)) < 0)
+                return r;
+
+        v = json_object_get(root, "packages");
+        if (v && !json_is_null(v) && (r = get_packages(req, v, err)) < 0)
+                return r;
+
+        v = json_object_get(root, "stdin");
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v))
+                        return invalid(err, "stdin", "stdin: must be a string");
+                if (hxs_request_set_stdin(req, json_string_value(v), json_string_length(v)) < 0)
+                        return no_memory(err);
+        }
+
+        return hxs_request_validate(req, cfg, err);
+}
+
+int hxs_request_from_json(const char *body, size_t len, const hxs_config *cfg,
+                          hxs_request **ret, hxs_error *err)
+{
+        json_error_t jerr;
+        char text[sizeof(jerr.text) + 16];
+
+        if (len == 0)
+                return invalid(err, "body", "body: is empty; expected a JSON object with at least \"code\"");
+
+        json_t *root = json_loadb(body, len,
+                                  JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+        if (!root) {
+                if (json_error_code(&jerr) == json_error_duplicate_key)
+                        return duplicate_key(&jerr, err);
+                /* jansson may quote the offending bytes, which need not be UTF-8. */
+                hxs_utf8_lossy_copy(text, sizeof(text), jerr.text, strlen(jerr.text));
+                return invalid(err, "body", "body: invalid JSON at line %d, column %d: %s",
+                               jerr.line, jerr.column, text);
+        }
+        if (!json_is_object(root)) {
+                json_decref(root);
+                return invalid(err, "body", "body: must be a JSON object");
+        }
+
+        hxs_request *req = hxs_request_new();
+        if (!req) {
+                json_decref(root);
+                return no_memory(err);
+        }
+        int r = fill_request(req, root, cfg, err);
+        json_decref(root);
+        if (r < 0) {
+                hxs_request_free(req);
+                return r;
+        }
+        *ret = req;
+        return 0;
+}
+
+/* ---- results ------------------------------------------------------------------- */
+
+/* json_object_set_new that remembers a failure instead of leaking or crashing. */
+static void put(json_t *obj, const char *key, json_t *value, bool *ok)
+{
+        if (!value || json_object_set_new(obj, key, value) < 0)
+                *ok = false;
+}
+
+json_t *hxs_result_to_json(const hxs_result *res, const char *id)
+{
+        json_t *o = json_object();
+        bool ok = o != NULL;
+        if (!o)
+                return NULL;
+
+        put(o, "stdout", hxs_json_string_lossy(res->stdout_data ? res->stdout_data : "",
+                                               res->stdout_data ? res->stdout_len : 0), &ok);
+        put(o, "stderr", hxs_json_string_lossy(res->stderr_data ? res->stderr_data : "",
+                                               res->stderr_data ? res->stderr_len : 0), &ok);
+        put(o, "exit_code", json_integer(res->exit_code), &ok);
+        put(o, "execution_time_ms",
+            json_integer(res->execution_time_ms > LLONG_MAX ? LLONG_MAX :
+                         (json_int_t)res->execution_time_ms), &ok);
+        put(o, "memory_used_mb",
+            json_integer(res->memory_used_mb > LLONG_MAX ? LLONG_MAX :
+                         (json_int_t)res->memory_used_mb), &ok);
+        put(o, "timed_out", json_boolean(res->timed_out), &ok);
+        put(o, "oom_killed", json_boolean(res->oom_killed), &ok);
+        put(o, "signal", res->signal ? json_integer(res->signal) : json_null(), &ok);
+        put(o, "stdout_truncated", json_boolean(res->stdout_truncated), &ok);
+        put(o, "stderr_truncated", json_boolean(res->stderr_truncated), &ok);
+        if (id)
+                put(o, "id", json_string(id), &ok);
+        if (!ok) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
+}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Counters kept by the loop and their Prometheus text exposition (format 0.0.4),
+ * written by hand: there is no C client library worth a dependency for six families.
+ * Every label combination of the fixed families is always present, so a dashboard
+ * sees zeros rather than gaps.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server/server.h"
+
+static const char *const outcome_names[OUTCOME_MAX] = {
+        [OUTCOME_OK] = "ok",
+        [OUTCOME_ERROR] = "error",
+        [OUTCOME_TIMEOUT] = "timeout",
+        [OUTCOME_OOM] = "oom",
+        [OUTCOME_KILLED] = "killed",
+        [OUTCOME_SETUP_FAILED] = "setup_failed",
+};
+
+static const char *const reject_names[REJECT_REASON_MAX] = {
+        [REJECT_INVALID] = "invalid_request",
+        [REJECT_TOO_LARGE] = "too_large",
+        [REJECT_MEDIA_TYPE] = "unsupported_media_type",
+        [REJECT_NOT_FOUND] = "not_found",
+        [REJECT_OVERLOADED] = "overloaded",
+        [REJECT_QUEUE_TIMEOUT] = "queue_timeout",
+        [REJECT_DRAINING] = "draining",
+};
+
+static const char *const route_labels[ROUTE_MAX] = {
+        [ROUTE_EXEC] = "/api/v1/exec",
+        [ROUTE_EXECUTE] = "/execute",
+        [ROUTE_HEALTH] = "/health",
+        [ROUTE_METRICS] = "/metrics",
+        [ROUTE_OTHER] = "other",
+};
+
+/* Upper bounds of the duration histogram, in seconds (+Inf is implicit). */
+static const double duration_bounds[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300 };
+_Static_assert(sizeof(duration_bounds) / sizeof(duration_bounds[0]) <=
+                       sizeof(((metrics *)0)->duration_buckets) / sizeof(uint64_t),
+               "histogram buckets");
+
+const char *outcome_name(outcome o)
+{
+        return (unsigned)o < OUTCOME_MAX ? outcome_names[o] : "unknown";
+}
+
+outcome outcome_of(const hxs_result *res)
+{
+        if (res->timed_out)
+                return OUTCOME_TIMEOUT;
+        if (res->oom_killed)
+                return OUTCOME_OOM;
+        if (res->signal)
+                return OUTCOME_KILLED;
+        return res->exit_code == 0 ? OUTCOME_OK : OUTCOME_ERROR;
+}
+
+void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t duration_ms)
+{
+        if ((unsigned)lang >= HXS_LANG_MAX || (unsigned)o >= OUTCOME_MAX)
+                return;
+        m->executions[lang][o]++;
+        if (o == OUTCOME_SETUP_FAILED)
+                return; /* nothing ran: no duration */
+        double s = (double)duration_ms / 1000.0;
+        for (size_t i = 0; i < sizeof(duration_bounds) / sizeof(duration_bounds[0]); i++)
+                if (s <= duration_bounds[i]) {
+                        m->duration_buckets[i]++;
+                        break;
+                }
+        m->duration_count++;
+        m->duration_sum_s += s;
+}
+
+void metrics_reject(metrics *m, reject_reason r)
+{
+        if ((unsigned)r < REJECT_REASON_MAX)
+                m->rejected[r]++;
+}
+
+void metrics_http(metrics *m, route rt, unsigned status)
+{
+        if ((unsigned)rt < ROUTE_MAX && status < 600)
+                m->http[rt][status]++;
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *metrics_render(const hxs_server *srv, size_t *ret_len)
+{
+        const metrics *m = &srv->m;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (!f)
+                return NULL;
+
+        family(f, "hexr_sandbox_executions_total", "counter",
+               "Executions that ended, by language and outcome (ok: exit 0, error: non-zero exit, timeout, oom, killed: ended by a signal, setup_failed: the sandbox could not be set up).");
+        for (int l = 0; l < HXS_LANG_MAX; l++)
+                for (int o = 0; o < OUTCOME_MAX; o++)
+                        fprintf(f, "hexr_sandbox_executions_total{language=\"%s\",outcome=\"%s\"} %llu\n",
+                                hxs_language_name((hxs_language)l), outcome_names[o],
+                                (unsigned long long)m->executions[l][o]);
+
+        family(f, "hexr_sandbox_execution_duration_seconds", "histogram",
+               "Wall time of executions that ran, in seconds.");
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i < sizeof(duration_bounds) / sizeof(duration_bounds[0]); i++) {
+                cumulative += m->duration_buckets[i];
+                fprintf(f, "hexr_sandbox_execution_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                        duration_bounds[i], (unsigned long long)cumulative);
+        }
+        fprintf(f, "hexr_sandbox_execution_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                (unsigned long long)m->duration_count);
+        fprintf(f, "hexr_sandbox_execution_duration_seconds_sum %.6f\n", m->duration_sum_s);
+        fprintf(f, "hexr_sandbox_execution_duration_seconds_count %llu\n",
+                (unsigned long long)m->duration_count);
+
+        family(f, "hexr_sandbox_active_executions", "gauge", "Executions running now.");
+        fprintf(f, "hexr_sandbox_active_executions %u\n", srv->n_running);
+        family(f, "hexr_sandbox_queued_executions", "gauge", "Requests waiting for an execution slot.");
+        fprintf(f, "hexr_sandbox_queued_executions %u\n", srv->n_queued);
+        family(f, "hexr_sandbox_max_concurrent_executions", "gauge",
+               "Execution slots (MAX_CONCURRENT).");
+        fprintf(f, "hexr_sandbox_max_concurrent_executions %u\n", srv->cfg.max_concurrent);
+        family(f, "hexr_sandbox_draining", "gauge", "1 while the service drains after SIGTERM, else 0.");
+        fprintf(f, "hexr_sandbox_draining %d\n", srv->draining ? 1 : 0);
+
+        family(f, "hexr_sandbox_rejected_requests_total", "counter",
+               "Execution requests turned away before running, by reason.");
+        for (int r = 0; r < REJECT_REASON_MAX; r++)
+                fprintf(f, "hexr_sandbox_rejected_requests_total{reason=\"%s\"} %llu\n",
+                        reject_names[r], (unsigned long long)m->rejected[r]);
+
+        family(f, "hexr_sandbox_http_requests_total", "counter",
+               "HTTP responses, by route and status (499: the client went away first).");
+        for (int rt = 0; rt < ROUTE_MAX; rt++)
+                for (unsigned s = 100; s < 600; s++)
+                        if (m->http[rt][s])
+                                fprintf(f, "hexr_sandbox_http_requests_total{route=\"%s\",status=\"%u\"} %llu\n",
+                                        route_labels[rt], s, (unsigned long long)m->http[rt][s]);
+
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        *ret_len = len;
+        return buf;
+}

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `hexr-sandbox serve`: reads the settings (environment, then --listen), opens the
+ * engine and the listening socket, starts MHD in external-epoll mode, runs the loop
+ * until a drain completes, and takes everything down again.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "server/server.h"
+
+/* Idle and slow clients (slow-loris): a connection that moves no bytes for this long
+ * is closed. A suspended connection (its sandbox runs) is not idle. */
+#define CONNECTION_TIMEOUT_S 30u
+/* Per-connection memory for MHD's buffers: headers must fit. */
+#define CONNECTION_MEMORY_BYTES ((size_t)64 * 1024)
+
+#define EXIT_FAILURE_RUNTIME 1
+#define EXIT_USAGE 2
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: hexr-sandbox serve [--listen ADDR]\n"
+                "\n"
+                "Runs the HTTP service: POST /api/v1/exec (alias POST /execute), GET /health,\n"
+                "GET /metrics. Stops on SIGTERM or SIGINT after running executions finish\n"
+                "(at most DRAIN_TIMEOUT).\n"
+                "\n"
+                "Options:\n"
+                "  -l, --listen ADDR   listen address, overrides LISTEN_ADDRESS\n"
+                "                      (host:port, :port for every interface, or unix:/path)\n"
+                "  -h, --help          this text\n"
+                "\n"
+                "Settings (environment variables):\n");
+        size_t width = 0;
+        for (size_t i = 0; i < hxs_settings_count(); i++) {
+                size_t n = strlen(hxs_settings_get(i)->env);
+                if (n > width)
+                        width = n;
+        }
+        for (size_t i = 0; i < hxs_settings_count(); i++) {
+                const hxs_setting_info *s = hxs_settings_get(i);
+                fprintf(f, "  %-*s  %s (default: %s)\n", (int)width, s->env, s->help,
+                        s->default_text[0] ? s->default_text : "unset");
+        }
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        char msg[512];
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        size_t n = strlen(msg);
+        while (n && msg[n - 1] == '\n')
+                msg[--n] = '\0';
+        log_line("http", "%s", msg);
+}
+
+static int parse_args(int argc, char **argv, const char **ret_listen)
+{
+        static const struct option options[] = {
+                { "listen", required_argument, NULL, 'l' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        int c;
+
+        /* argv[0] is the verb; tolerate the full command line too. */
+        if (argc > 1 && strcmp(argv[1], "serve") == 0 && strcmp(argv[0], "serve") != 0) {
+                argc--;
+                argv++;
+        }
+        optind = 0; /* GNU: start over, whatever parsed argv before us */
+        while ((c = getopt_long(argc, argv, "+l:h", options, NULL)) != -1) {
+                switch (c) {
+                case 'l':
+                        *ret_listen = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 1;
+                default:
+                        fprintf(stderr, "Try 'hexr-sandbox serve --help'.\n");
+                        return -EINVAL;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "hexr-sandbox serve: unexpected argument '%s'\nTry 'hexr-sandbox serve --help'.\n",
+                        argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int setup_fds(hxs_server *srv)
+{
+        sigset_t mask;
+
+        /* SIGPIPE: a client that left must not kill the service; writes get EPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return negative_errno();
+        srv->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        srv->epfd = epoll_create1(EPOLL_CLOEXEC);
+        srv->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (srv->sigfd < 0 || srv->epfd < 0 || srv->timerfd < 0)
+                return negative_errno();
+        srv->sig_watch = (watch){ .kind = WATCH_SIGNAL, .ptr = srv, .fd = -1 };
+        srv->timer_watch = (watch){ .kind = WATCH_TIMER, .ptr = srv, .fd = -1 };
+        srv->mhd_watch = (watch){ .kind = WATCH_MHD, .ptr = srv, .fd = -1 };
+        int r = loop_add(srv, &srv->sig_watch, srv->sigfd, EPOLLIN);
+        if (r == 0)
+                r = loop_add(srv, &srv->timer_watch, srv->timerfd, EPOLLIN);
+        return r;
+}
+
+static int start_mhd(hxs_server *srv)
+{
+        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+
+        srv->mhd = MHD_start_daemon(
+                flags, 0, NULL, NULL, http_handler, srv,
+                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+                MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg.max_connections,
+                MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY_BYTES,
+                MHD_OPTION_NOTIFY_COMPLETED, http_completed, srv,
+                MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+                MHD_OPTION_END);
+        if (!srv->mhd)
+                return -EIO;
+        srv->listen_fd = -1; /* MHD's now: MHD_stop_daemon closes it */
+
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!di)
+                return -EIO;
+        return loop_add(srv, &srv->mhd_watch, di->epoll_fd, EPOLLIN);
+}
+
+static void teardown(hxs_server *srv)
+{
+        if (srv->mhd) {
+                /* Anything still suspended is resumed and told, before MHD goes. */
+                admission_abort_all(srv);
+                MHD_run(srv->mhd);
+                loop_del(srv, &srv->mhd_watch);
+                MHD_stop_daemon(srv->mhd);
+                srv->mhd = NULL;
+        }
+        listen_cleanup(srv);
+        close_fd(&srv->listen_fd);
+        close_fd(&srv->timerfd);
+        close_fd(&srv->sigfd);
+        close_fd(&srv->epfd);
+        hxs_engine_free(srv->engine);
+        srv->engine = NULL;
+}
+
+int hxs_cli_serve(int argc, char **argv)
+{
+        const char *listen = NULL;
+        hxs_error err = { 0 };
+        int r;
+
+        r = parse_args(argc, argv, &listen);
+        if (r != 0)
+                return r > 0 ? 0 : EXIT_USAGE;
+
+        hxs_server *srv = calloc(1, sizeof(*srv));
+        if (!srv) {
+                fprintf(stderr, "hexr-sandbox: out of memory\n");
+                return EXIT_FAILURE_RUNTIME;
+        }
+        srv->epfd = srv->sigfd = srv->timerfd = srv->listen_fd = -1;
+        TAILQ_INIT(&srv->queue);
+        TAILQ_INIT(&srv->running);
+
+        int status = EXIT_FAILURE_RUNTIME;
+        r = hxs_config_from_env(&srv->cfg, &err);
+        if (r == 0 && listen)
+                r = hxs_config_set(&srv->cfg, "LISTEN_ADDRESS", listen, &err);
+        if (r < 0) {
+                fprintf(stderr, "hexr-sandbox: invalid setting: %s\n", err.message);
+                status = EXIT_USAGE;
+                goto out;
+        }
+        if (srv->cfg.max_concurrent == 0) {
+                long cores = sysconf(_SC_NPROCESSORS_ONLN);
+                srv->cfg.max_concurrent = cores > 2 ? (uint32_t)cores : 2;
+        }
+
+        r = setup_fds(srv);
+        if (r < 0) {
+                fprintf(stderr, "hexr-sandbox: setting up the event loop: %s\n", strerror(-r));
+                goto out;
+        }
+        r = hxs_engine_new(&srv->cfg, &srv->engine, &err);
+        if (r < 0) {
+                fprintf(stderr, "hexr-sandbox: cannot start the engine: %s\n", err.message);
+                if (err.kind == HXS_ERR_INVALID)
+                        status = EXIT_USAGE;
+                goto out;
+        }
+        r = listen_open(srv, srv->cfg.listen_address, &err);
+        if (r < 0) {
+                fprintf(stderr, "hexr-sandbox: %s\n", err.message);
+                if (err.kind == HXS_ERR_INVALID)
+                        status = EXIT_USAGE;
+                goto out;
+        }
+        r = start_mhd(srv);
+        if (r < 0) {
+                fprintf(stderr, "hexr-sandbox: cannot start the HTTP server on %s\n", srv->listen_text);
+                goto out;
+        }
+
+        fprintf(stderr, "hexr-sandbox: listening on %s\n", srv->listen_text);
+        log_line("start", "backend %s, max_concurrent %u, max_queue %u, version %s",
+                 hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent,
+                 srv->cfg.max_queue, hxs_version());
+
+        r = loop_run(srv);
+        status = r < 0 ? EXIT_FAILURE_RUNTIME : 0;
+        log_line("stop", "stopped%s", r < 0 ? " after an error" : "");
+out:
+        teardown(srv);
+        free(srv);
+        return status;
+}

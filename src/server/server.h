@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The service's internal model, shared by its files:
+ *
+ *   serve.c     `hexr-sandbox serve`: options, configuration, start, stop
+ *   listen.c    LISTEN_ADDRESS to a listening socket (TCP or unix)
+ *   loop.c      the one epoll loop: MHD, signals, timers, executions, client sockets
+ *   http.c      MHD access handler, routing, bodies, responses
+ *   admission.c slots, the FIFO queue, executions and their end (result, kill, drain)
+ *   metrics.c   counters and the Prometheus text
+ *   log.c       one JSON line per execution
+ *   json.c      request and result JSON (shared with the CLI)
+ *
+ * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without
+ * an internal thread) and calls back into http.c from MHD_run only.
+ */
+#pragma once
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "hexr-sandbox/sandbox.h"
+#include "server/serve.h"
+
+struct hxs_server;
+
+/* What an epoll registration points at (epoll_event.data.ptr). */
+typedef enum watch_kind {
+        WATCH_MHD,      /* MHD's own epoll fd */
+        WATCH_SIGNAL,   /* signalfd */
+        WATCH_TIMER,    /* timerfd: MHD's timeout and our deadlines */
+        WATCH_EXEC,     /* an execution's fd (hxs_exec_fd) */
+        WATCH_CLIENT,   /* a suspended connection's socket: did the client go away? */
+        WATCH_KIND_MAX,
+} watch_kind;
+
+typedef struct watch {
+        watch_kind kind;
+        void *ptr;
+        int fd;         /* -1 when not registered */
+} watch;
+
+typedef enum route {
+        ROUTE_EXEC,     /* POST /api/v1/exec */
+        ROUTE_EXECUTE,  /* POST /execute (alias) */
+        ROUTE_HEALTH,   /* GET /health */
+        ROUTE_METRICS,  /* GET /metrics */
+        ROUTE_OTHER,    /* anything else: 404 */
+        ROUTE_MAX,
+} route;
+
+/* Where an execution request is in its life. */
+typedef enum call_state {
+        CALL_READING,   /* receiving the body */
+        CALL_QUEUED,    /* suspended, waiting for a slot */
+        CALL_RUNNING,   /* suspended, its sandbox runs */
+        CALL_REPLY,     /* resumed with a response ready to queue */
+        CALL_GONE,      /* the client went away: close without a response */
+        CALL_DONE,      /* response queued */
+        CALL_STATE_MAX,
+} call_state;
+
+/* Execution outcomes, as counted in hexr_sandbox_executions_total. */
+typedef enum outcome {
+        OUTCOME_OK,            /* exit 0 */
+        OUTCOME_ERROR,         /* non-zero exit status */
+        OUTCOME_TIMEOUT,       /* time limit */
+        OUTCOME_OOM,           /* memory limit */
+        OUTCOME_KILLED,        /* ended by a signal: its own, a client gone, a drain */
+        OUTCOME_SETUP_FAILED,  /* the sandbox could not be set up */
+        OUTCOME_MAX,
+} outcome;
+
+/* Why a request was turned away, as counted in hexr_sandbox_rejected_requests_total. */
+typedef enum reject_reason {
+        REJECT_INVALID,         /* 400 */
+        REJECT_TOO_LARGE,       /* 413 */
+        REJECT_MEDIA_TYPE,      /* 415 */
+        REJECT_NOT_FOUND,       /* 422: a package that does not exist */
+        REJECT_OVERLOADED,      /* 429: no slot and the queue is full */
+        REJECT_QUEUE_TIMEOUT,   /* 429: waited QUEUE_TIMEOUT for a slot */
+        REJECT_DRAINING,        /* 503 */
+        REJECT_REASON_MAX,
+} reject_reason;
+
+/* One HTTP request (MHD's per-request context). Execution requests use every field;
+ * the others only route and reply. */
+typedef struct call {
+        struct hxs_server *srv;
+        struct MHD_Connection *conn;
+        route route;
+        call_state state;
+        bool is_exec;           /* POST to an exec route: body, queue, sandbox */
+        bool suspended;
+        bool held;              /* counted in srv->n_held until MHD completes it */
+        char id[33];            /* request id: 128 random bits in hex */
+        char caller[256];       /* SPIFFE ID from X-Forwarded-Client-Cert, "" if none */
+
+        /* body, capped at MAX_BODY_BYTES */
+        char *body;
+        size_t body_len, body_cap;
+        uint64_t body_seen;     /* bytes received, kept counting past the cap */
+        bool body_too_large;
+
+        /* execution */
+        bool parsed;            /* the body was a valid request: the fields below are set */
+        hxs_request *req;
+        hxs_exec *exec;
+        hxs_language language;
+        uint32_t timeout_s, memory_mb;
+        size_t code_bytes;
+        uint64_t received_ms;   /* monotonic: body complete */
+        uint64_t started_ms;    /* monotonic: sandbox started */
+        watch exec_watch;
+        watch client_watch;
+        TAILQ_ENTRY(call) link; /* in srv->queue or srv->running */
+
+        /* the reply, prepared before the connection is resumed */
+        unsigned status;
+        const char *error_code; /* static string, for the log; NULL on success */
+        char *reply;            /* malloc'ed body (JSON) */
+        size_t reply_len;
+        unsigned retry_after_s; /* 0: no Retry-After */
+        const char *allow;      /* Allow header for 405, else NULL */
+        bool logged;
+} call;
+
+TAILQ_HEAD(call_list, call);
+
+typedef struct metrics {
+        uint64_t executions[HXS_LANG_MAX][OUTCOME_MAX];
+        uint64_t rejected[REJECT_REASON_MAX];
+        uint64_t duration_buckets[16];  /* cumulative counts per le bound */
+        uint64_t duration_count;
+        double duration_sum_s;
+        uint64_t http[ROUTE_MAX][600];  /* by status code */
+} metrics;
+
+typedef struct hxs_server {
+        hxs_config cfg;
+        hxs_engine *engine;
+        struct MHD_Daemon *mhd;
+
+        int epfd;
+        int sigfd;
+        int timerfd;
+        watch mhd_watch, sig_watch, timer_watch;
+
+        /* listening */
+        int listen_fd;                  /* handed to MHD, which closes it */
+        char unix_path[108];            /* socket file to remove on exit, "" if TCP */
+        char listen_text[300];          /* what we print: 127.0.0.1:8080, unix:/x */
+
+        /* admission */
+        struct call_list queue;         /* FIFO of CALL_QUEUED */
+        struct call_list running;       /* CALL_RUNNING */
+        uint32_t n_queued, n_running;
+        uint32_t n_held;                /* suspended or resumed, not yet completed */
+
+        /* stopping */
+        bool draining;
+        bool killed_on_drain;
+        uint64_t drain_deadline_ms;     /* then running executions are killed */
+        uint64_t exit_deadline_ms;      /* then we stop whatever is left */
+        bool stop;
+
+        /* /health caches the engine check for a second */
+        uint64_t health_checked_ms;
+        int health_r;
+        char health_message[400];
+
+        metrics m;
+} hxs_server;
+
+/* loop.c */
+uint64_t now_ms(void);
+int loop_add(hxs_server *srv, watch *w, int fd, uint32_t events);
+void loop_del(hxs_server *srv, watch *w);
+int loop_run(hxs_server *srv);
+
+/* listen.c: a listening socket for LISTEN_ADDRESS; err says why not. */
+int listen_open(hxs_server *srv, const char *address, hxs_error *err);
+void listen_cleanup(hxs_server *srv);
+
+/* http.c */
+enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                             const char *method, const char *version, const char *upload_data,
+                             size_t *upload_data_size, void **req_cls);
+void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                    enum MHD_RequestTerminationCode toe);
+/* Prepares an error reply {"error":{"code":..,"message":..}} in c. */
+void call_set_error(call *c, unsigned status, const char *code, const char *message);
+/* HTTP status for an engine error kind: 400, 413, 422 or 500. */
+unsigned http_status_of(const hxs_error *err);
+/* The reply is ready: resume the suspended connection so MHD asks for it. */
+void call_resume(call *c);
+
+/* admission.c */
+void admission_submit(call *c);                 /* body parsed into c->req */
+void admission_exec_event(call *c);             /* c->exec's fd is readable */
+void admission_client_event(call *c);           /* the client's socket hung up */
+void admission_forget(call *c);                 /* MHD is done with c: drop what is left */
+void admission_tick(hxs_server *srv, uint64_t now); /* queue timeouts, slots, drain */
+void admission_drain(hxs_server *srv);          /* SIGTERM/SIGINT */
+uint64_t admission_next_deadline(hxs_server *srv); /* UINT64_MAX if none */
+bool admission_drained(hxs_server *srv);
+void admission_abort_all(hxs_server *srv);      /* last resort at exit */
+
+/* metrics.c */
+void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t duration_ms);
+void metrics_reject(metrics *m, reject_reason r);
+void metrics_http(metrics *m, route rt, unsigned status);
+char *metrics_render(const hxs_server *srv, size_t *ret_len);
+outcome outcome_of(const hxs_result *res);
+const char *outcome_name(outcome o);
+
+/* log.c */
+void log_call(const call *c, const hxs_result *res, const char *outcome_text,
+              const char *error_code);
+void log_line(const char *event, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

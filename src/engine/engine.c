@@ -57,6 +57,12 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 free(e);
                 return r;
         }
+        r = hxs_pkg_index_load(&e->pkgs, cfg->rootfs);
+        if (r < 0) {
+                e->ops->fini(e);
+                free(e);
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+        }
         *ret = e;
         return 0;
 }
@@ -67,6 +73,7 @@ void hxs_engine_free(hxs_engine *e)
                 return;
         hxs_engine_bury(e, true);
         e->ops->fini(e);
+        hxs_pkg_index_free(&e->pkgs);
         free(e);
 }
 
@@ -120,6 +127,8 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         }
         r = hxs_request_validate(x->req, &e->cfg, err);
+        if (r == 0)
+                r = hxs_pkg_check(&e->pkgs, x->req, err);
         if (r < 0) {
                 hxs_request_free(x->req);
                 free(x);

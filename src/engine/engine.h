@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hexr-sandbox/sandbox.h"
+#include "engine/packages.h"
 #include "engine/request.h"
 #include "ns/cgroup.h"
 #include "ns/seccomp.h"
@@ -31,6 +32,8 @@ struct hxs_engine {
         cg_layout cg;
         hxs_seccomp seccomp;
         char mountpoint[300];
+        /* Python distributions the image provides (packages=) */
+        hxs_pkg_index pkgs;
         /* cgroups whose processes were still exiting when their execution ended */
         cg_exec graveyard[HXS_GRAVEYARD_MAX];
         size_t n_graveyard;

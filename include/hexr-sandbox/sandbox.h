@@ -88,6 +88,8 @@ typedef struct hxs_config {
         uint32_t nofile;                /* SANDBOX_NOFILE */
         uint32_t uid_base;              /* SANDBOX_UID_BASE: host uid of the sandbox's root */
         hxs_backend_kind backend;       /* SANDBOX_BACKEND */
+        bool warm;                      /* SANDBOX_WARM: Python from pre-initialised templates */
+        uint32_t template_memory_mb;    /* SANDBOX_TEMPLATE_MEMORY_MB: cap of each template */
         char rootfs[256];               /* SANDBOX_ROOTFS: "" = host /usr + synthesized /etc */
         char state_dir[256];            /* STATE_DIR */
         char firecracker_bin[256];      /* FIRECRACKER_BIN */
@@ -183,6 +185,7 @@ typedef struct hxs_result {
         bool oom_killed;
         bool stdout_truncated;
         bool stderr_truncated;
+        bool warm;              /* started from a warm template (for logs and metrics) */
 } hxs_result;
 
 HXS_API void hxs_result_clear(hxs_result *res); /* frees the buffers; zeroes the struct */

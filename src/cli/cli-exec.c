@@ -233,6 +233,8 @@ int hxs_cli_exec(int argc, char **argv)
                 if (hxs_request_set_stdin(req, data, len) < 0)
                         return fail("%s", "out of memory");
         }
+        /* one execution: a warm template would cost more than it saves */
+        cfg.warm = false;
         /* check the request before creating anything, for a clear message */
         if (hxs_request_validate(req, &cfg, &err) < 0)
                 return fail("%s", err.message);

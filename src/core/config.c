@@ -22,6 +22,7 @@ typedef enum setting_type {
         SET_BACKEND,    /* auto | namespaces | qemu | firecracker */
         SET_LISTEN,     /* host:port | :port | unix:/path */
         SET_CPUS,       /* 0.5, 1, 2 -> thousandths */
+        SET_BOOL,       /* on/off, true/false, 1/0, yes/no */
         SET_TYPE_MAX,
 } setting_type;
 
@@ -85,6 +86,10 @@ static const setting settings[] = {
           SET_UINT, U32(nofile), 16, 1u << 20 },
         { { "SANDBOX_UID_BASE", "1000000", "host uid the sandbox's root maps to (sandbox user: +1000)" },
           SET_UINT, U32(uid_base), 1000, 4000000000u },
+        { { "SANDBOX_WARM", "on", "start Python from pre-initialised templates (serve only; exec is always cold)" },
+          SET_BOOL, offsetof(hxs_config, warm), 0, 0, 0 },
+        { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of each warm template process" },
+          SET_UINT, U32(template_memory_mb), 64, 64 * 1024 },
         { { "SANDBOX_ROOTFS", "", "root filesystem directory (empty: host /usr and a synthesized /etc)" },
           SET_STRING, STR(rootfs), 0, 0 },
         { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state" },
@@ -255,6 +260,21 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                                               s->size - 1);
                 memcpy(base, value, strlen(value) + 1);
                 return 0;
+        case SET_BOOL: {
+                static const char *const yes[] = { "on", "true", "1", "yes" }, *const no[] = { "off", "false", "0", "no" };
+                for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+                        if (strcmp(value, yes[i]) == 0) {
+                                *(bool *)base = true;
+                                return 0;
+                        }
+                        if (strcmp(value, no[i]) == 0) {
+                                *(bool *)base = false;
+                                return 0;
+                        }
+                }
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                      "%s: \"%.64s\" is not on or off", s->info.env, value);
+        }
         case SET_TYPE_MAX:
         default:
                 return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL, "bad settings table");

@@ -34,6 +34,9 @@ struct hxs_engine {
         char mountpoint[300];
         /* Python distributions the image provides (packages=) */
         hxs_pkg_index pkgs;
+        /* warm Python templates (NULL: everything runs cold) */
+        struct hxs_templates *templates;
+        char template_error[200];       /* why there are none, when asked for */
         /* cgroups whose processes were still exiting when their execution ended */
         cg_exec graveyard[HXS_GRAVEYARD_MAX];
         size_t n_graveyard;

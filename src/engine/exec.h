@@ -22,6 +22,7 @@ struct hxs_exec {
         char **envp;
         cg_exec cg;
         bool have_cg;
+        bool warm;
         /* progress */
         capbuf out, err;
         bool reaped, timed_out, killed, draining, drain_expired, done, setup_failed, taken;

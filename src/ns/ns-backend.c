@@ -28,6 +28,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "ns/ns.h"
+#include "ns/template.h"
 
 /* After PID 1 is gone, how long to wait for the pipes to close. */
 #define DRAIN_GRACE_MS 2000
@@ -147,10 +148,33 @@ static void close_pair(int fds[2])
         close_fd(&fds[1]);
 }
 
+/* The cold path: the service itself clones the sandbox's PID 1. */
+static int spawn_cold(const ns_child_args *args, pid_t *ret_pid, int *ret_pidfd)
+{
+        int pidfd = -1;
+        struct clone_args ca = {
+                .flags = NS_CLONE_FLAGS | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                ns_program prog;
+                ns_child_main(args, &prog); /* cold: never returns */
+                _exit(127);
+        }
+        *ret_pid = (pid_t)pid;
+        *ret_pidfd = pidfd;
+        return 0;
+}
+
 static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 {
         const hxs_config *cfg = &e->cfg;
         const hxs_request *req = x->req;
+        int payload_fd = -1;
         int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
             err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
         int r;
@@ -175,38 +199,38 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
         }
-        char *argv[] = { (char *)runtimes[req->language].path,
-                         NULL, NULL };
-        char code_path[64];
-        snprintf(code_path, sizeof(code_path), "/code/%s", runtimes[req->language].file);
-        argv[1] = code_path;
+        payload_fd = payload_create(req, x->envp);
+        if (payload_fd < 0) {
+                r = payload_fd;
+                hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
+                goto fail;
+        }
 
         ns_child_args args = {
                 .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
-                .code = req->code, .code_len = req->code_len,
-                .code_name = runtimes[req->language].file, .argv = argv, .envp = x->envp,
+                .interpreter = runtimes[req->language].path,
+                .code_name = runtimes[req->language].file, .payload_fd = payload_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1],
         };
 
-        int pidfd = -1;
-        struct clone_args ca = {
-                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                         CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD,
-                .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                .exit_signal = SIGCHLD,
-        };
         clock_gettime(CLOCK_MONOTONIC, &x->started);
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0) {
-                r = -errno;
-                hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
-                goto fail;
+        pid_t pid = -1;
+        int pidfd = -1;
+        if (template_eligible(e->templates, req))
+                r = template_spawn(e->templates, template_pick(req), &args, &pid, &pidfd);
+        if (pid > 0) {
+                x->warm = true;
+        } else {
+                r = spawn_cold(&args, &pid, &pidfd);
+                if (r < 0) {
+                        hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
+                        goto fail;
+                }
         }
-        if (pid == 0)
-                ns_child_main(&args); /* never returns */
+        close_fd(&payload_fd);
 
-        x->pid = (pid_t)pid;
+        x->pid = pid;
         x->pidfd = pidfd;
         close_fd(&sync_p[0]);
         close_fd(&report_p[1]);
@@ -260,6 +284,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         return 0;
 
 fail:
+        close_fd(&payload_fd);
         close_pair(sync_p); /* the child reads EOF and exits, if it exists */
         close_pair(report_p);
         close_pair(out_p);
@@ -358,6 +383,7 @@ static void finish(hxs_exec *x)
                 oom = sigkilled && cg_exec_oom_kills(&x->cg) > 0;
         }
         hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
+        res->warm = x->warm;
         res->stdout_truncated = capbuf_truncated(&x->out);
         res->stderr_truncated = capbuf_truncated(&x->err);
         res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);
@@ -475,11 +501,18 @@ static int ns_init(hxs_engine *e, hxs_error *err)
         if (mkdir(e->mountpoint, 0755) < 0 && errno != EEXIST)
                 return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "creating %s: %s", e->mountpoint,
                                 strerror(errno));
+        if (e->cfg.warm) {
+                hxs_error terr = { 0 };
+                if (templates_new(&e->cfg, &e->cg, &e->templates, &terr) < 0)
+                        snprintf(e->template_error, sizeof(e->template_error), "%s", terr.message);
+        }
         return 0;
 }
 
 static void ns_fini(hxs_engine *e)
 {
+        templates_free(e->templates);
+        e->templates = NULL;
         hxs_seccomp_free(&e->seccomp);
 }
 

@@ -229,7 +229,7 @@ static void build_dev(const char *root)
                 die("making /dev read-only");
 }
 
-static void build_root(const ns_child_args *a)
+static void build_root(const ns_child_args *a, const payload_view *pl)
 {
         const char *root = a->mountpoint;
         const hxs_config *cfg = a->cfg;
@@ -239,7 +239,7 @@ static void build_root(const ns_child_args *a)
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("making mounts private");
         snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
-                 (a->code_len >> 10) + 1024);
+                 (pl->code_len >> 10) + 1024);
         tmpfs_or_die(root, opts, MS_NOSUID | MS_NODEV);
 
         static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code" };
@@ -284,7 +284,7 @@ static void build_root(const ns_child_args *a)
 
         /* the program, read-only once the root is */
         snprintf(p, sizeof(p), "%s/code/%s", root, a->code_name);
-        write_or_die(p, a->code, a->code_len, 0444);
+        write_or_die(p, pl->code, pl->code_len, 0444);
 
         /* /proc of our own pid namespace, only the process directories */
         snprintf(p, sizeof(p), "%s/proc", root);
@@ -346,7 +346,9 @@ static void set_rlimit(int resource, rlim_t value, const char *name)
                 die("setting %s", name);
 }
 
-static _Noreturn void run_program(const ns_child_args *a)
+/* The program process: stdio, limits, the sandbox user, no capabilities,
+ * no_new_privs, seccomp; then exec (cold) or return (warm). */
+static void run_program(const ns_child_args *a, const payload_view *pl, ns_program *ret)
 {
         const hxs_config *cfg = a->cfg;
 
@@ -392,8 +394,13 @@ static _Noreturn void run_program(const ns_child_args *a)
                 errno = -r;
                 die("loading the seccomp filter");
         }
-        execve(a->argv[0], a->argv, a->envp);
-        die("executing %s", a->argv[0]);
+        snprintf(ret->code_path, sizeof(ret->code_path), "/code/%s", a->code_name);
+        ret->env = pl->env;
+        if (a->warm)
+                return;
+        char *argv[] = { (char *)a->interpreter, ret->code_path, NULL };
+        execve(a->interpreter, argv, pl->env);
+        die("executing %s", a->interpreter);
 }
 
 /* ---- PID 1 ------------------------------------------------------------------------ */
@@ -446,11 +453,24 @@ static void close_all_except(const int *keep, size_t n)
         (void)syscall(SYS_close_range, from, ~0U, 0);
 }
 
-_Noreturn void ns_child_main(const ns_child_args *a)
+void ns_child_main(const ns_child_args *a, ns_program *ret)
 {
-        const int keep[] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd, a->stderr_fd };
+        const int keep[] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd, a->stderr_fd,
+                             a->payload_fd };
         close_all_except(keep, ARRAY_SIZE(keep));
         report_fd = a->report_fd;
+        /* a template may ignore SIGCHLD or block signals: PID 1 must not */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGCHLD, SIG_DFL);
+        /* The service ignores SIGPIPE (and exec keeps ignored signals ignored): the
+         * program must start with default dispositions. A warm template is a fresh
+         * interpreter whose own dispositions are the ones a cold run would have. */
+        if (!a->warm)
+                for (int sig = 1; sig < _NSIG; sig++)
+                        if (sig != SIGKILL && sig != SIGSTOP)
+                                (void)signal(sig, SIG_DFL);
         char go;
         if (read(a->sync_fd, &go, 1) != 1)
                 _exit(127); /* supervisor gone, or it gave up on us */
@@ -474,14 +494,23 @@ _Noreturn void ns_child_main(const ns_child_args *a)
                 die("unsharing the cgroup namespace");
         if (sethostname("sandbox", 7) < 0)
                 die("sethostname");
+        payload_view pl;
+        int r = payload_map(a->payload_fd, &pl);
+        if (r < 0) {
+                errno = -r;
+                die("reading the payload");
+        }
+        close(a->payload_fd);
         loopback_up();
-        build_root(a);
+        build_root(a, &pl);
 
         pid_t program = fork();
         if (program < 0)
                 die("fork");
-        if (program == 0)
-                run_program(a);
+        if (program == 0) {
+                run_program(a, &pl, ret);
+                return; /* warm: the caller runs the program */
+        }
 
         /* PID 1 keeps only the report pipe: the program's end of stdio must be the only
          * writer, so the supervisor sees EOF when the sandbox is gone. */

@@ -5,32 +5,46 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ns/payload.h"
+
 #include "hexr-sandbox/sandbox.h"
 #include "ns/seccomp.h"
 
 #define NS_SANDBOX_UID 1000     /* the "sandbox" user inside */
+#define NS_TEMPLATE_UID 2000    /* host uid of warm templates: SANDBOX_UID_BASE + this */
+
+/* The namespaces every sandbox gets at clone (the cgroup namespace follows once the
+ * supervisor has moved it into its cgroup). */
+#define NS_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | \
+                        CLONE_NEWIPC | CLONE_NEWUTS)
 #define NS_SANDBOX_HOME "/home/sandbox"
 
 /* Messages on the report pipe (child -> supervisor). */
 #define NS_REPORT_ERROR  'E'    /* followed by text: set-up failed */
 #define NS_REPORT_STATUS 'S'    /* followed by an int wait status of the program */
 
-/* Everything the child needs, prepared by the supervisor before clone so the child
- * only copies and calls the kernel. Pointers stay valid in the child (it is a copy of
- * the supervisor's memory). */
+/* Everything the child needs, prepared before clone so the child only calls the kernel
+ * (it may be a copy of a threaded process: no malloc, no locks). */
 typedef struct ns_child_args {
         const hxs_config *cfg;
         const hxs_seccomp *seccomp;
         const char *mountpoint;         /* empty directory the new root is built on */
-        const char *code;
-        size_t code_len;
-        const char *code_name;          /* "main.py" */
-        char *const *argv;              /* interpreter argv (absolute path first) */
-        char *const *envp;
+        const char *interpreter;        /* absolute path, exec'd (cold) */
+        const char *code_name;          /* "main.py": the code goes to /code/<code_name> */
+        int payload_fd;                 /* sealed memfd: code and environment (payload.h) */
         int sync_fd;                    /* read: one byte "go" once maps and cgroups are set */
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */
         int stdin_fd, stdout_fd, stderr_fd; /* stdin_fd < 0: /dev/null */
+        bool warm;                      /* return into the caller instead of exec'ing */
 } ns_child_args;
 
-/* Runs in the cloned child; never returns. */
-_Noreturn void ns_child_main(const ns_child_args *a);
+/* What a warm program process is left with when ns_child_main returns to it. */
+typedef struct ns_program {
+        char **env;                     /* NAME=VALUE strings, NULL-terminated */
+        char code_path[64];             /* "/code/main.py" */
+} ns_program;
+
+/* Runs in the cloned child. Cold: never returns (PID 1 stays init, the program
+ * execs). Warm: returns only in the program process, with every restriction in place
+ * (user, capabilities, no_new_privs, seccomp, rlimits, stdio, cwd), and *ret filled. */
+void ns_child_main(const ns_child_args *a, ns_program *ret);

@@ -1,0 +1,119 @@
+# A warm template for Python executions (see src/ns/template.c).
+#
+# Started by the engine as an unprivileged host user with a clean environment. It
+# imports what the template preloads, then hands control to the C loop in
+# _hxs_zygote, which for every execution clones a fresh sandbox with the same C code
+# as the cold path. That call returns only inside a new sandbox's program process,
+# after the sandbox user, capabilities, no_new_privs, seccomp and limits are in place;
+# from there this script runs the request's code as `python3 /code/main.py` would.
+import sys
+
+_kind, _moddir = sys.argv[1], sys.argv[2]
+sys.path.insert(0, _moddir)
+import _hxs_zygote  # noqa: E402
+
+del sys.path[0]
+if _kind == "sci":
+    # numexpr starts a thread pool on import; a template must stay single-threaded
+    # (it clones). pandas then simply runs without numexpr.
+    sys.modules["numexpr"] = None
+    import io
+
+    import numpy
+    import pandas
+
+    del sys.modules["numexpr"]
+    # One representative pass so that pandas' lazily imported modules and caches
+    # (describe, formatting, to_string, JSON) are loaded before any fork.
+    _df = pandas.DataFrame({"x": [1, 2, 3], "y": [4.0, 5.5, 6.25]})
+    _buf = io.StringIO()
+    print(_df.describe(), _df.to_string(), _df.to_json(), _df.mean(), _df["x"].median(),
+          _df.groupby("x").sum(), numpy.linalg.norm(numpy.eye(2)), file=_buf)
+    del _df, _buf
+import atexit  # noqa: E402,F401  (what the runner itself uses, and common stdlib)
+import builtins  # noqa: E402
+import collections  # noqa: E402,F401
+import datetime  # noqa: E402,F401
+import functools  # noqa: E402,F401
+import gc  # noqa: E402
+import itertools  # noqa: E402,F401
+import json  # noqa: E402,F401
+import math  # noqa: E402,F401
+import os  # noqa: E402
+import random  # noqa: E402,F401
+import re  # noqa: E402,F401
+import threading  # noqa: E402,F401
+import time  # noqa: E402,F401
+
+gc.collect()
+gc.freeze()  # keep the collector from touching (and so copying) the template's pages
+
+
+def _exit_status(code, sys):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
+    code_path, env = program
+    # the request's environment, as the C side set it
+    os.environ.clear()
+    for item in env:
+        name, _, value = item.partition(b"=")
+        os.environb[name] = value
+    sys.path[0:1] = [os.path.dirname(code_path)]
+    # state that must not be shared between executions forked from one template
+    import random
+
+    random.seed()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()
+    sys.argv[:] = [code_path]
+    main = sys.modules["__main__"].__dict__
+    main.clear()
+    main.update(__name__="__main__", __doc__=None, __package__=None, __loader__=None,
+                __spec__=None, __file__=code_path, __cached__=None, __builtins__=builtins)
+    with open(code_path, "rb") as f:
+        source = f.read()
+    status = 0
+    try:
+        try:
+            code = compile(source, code_path, "exec", dont_inherit=True)
+        except SyntaxError as e:
+            sys.excepthook(type(e), e, None)
+            raise SystemExit(1)
+        try:
+            exec(code, main)
+        except SystemExit:
+            raise
+        except BaseException as e:  # as the interpreter: traceback from the program's frames
+            e = e.with_traceback(e.__traceback__.tb_next)
+            sys.excepthook(type(e), e, e.__traceback__)
+            raise SystemExit(130 if isinstance(e, KeyboardInterrupt) else 1)
+    except SystemExit as e:
+        status = _exit_status(e.code, sys)
+    # Shut down as the interpreter would (threads, atexit, flush), but skip freeing
+    # every object: that would write to, and so copy, every page of the template.
+    import threading
+
+    threading._shutdown()
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = status or 120
+    os._exit(status)
+
+
+_run(_hxs_zygote.serve(3))

@@ -1,0 +1,135 @@
+"""hexr.sandbox: run untrusted code in a throwaway, isolated sandbox.
+
+Python SDK of the hexr-sandbox service (standard library only)::
+
+    import hexr.sandbox
+
+    result = hexr.sandbox.exec("print('hello')")
+    result.stdout       # "hello\\n"
+    result.exit_code    # 0
+    result.ok           # True
+
+The service address comes from ``HEXR_SANDBOX_URL`` (read at every call;
+default ``http://127.0.0.1:8080``; ``unix:/path/to.sock`` for a unix socket),
+or use a :class:`Client` with an explicit ``url``.
+
+A program that fails (non-zero exit, timeout, out of memory) gives an
+:class:`ExecResult`; a service that cannot be reached or rejects the request
+raises a :class:`SandboxError` subclass.
+
+``hexr`` is a PEP 420 namespace package: this SDK installs only
+``hexr/sandbox/`` so it can sit beside other ``hexr.*`` packages.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ._client import DEFAULT_TIMEOUT, DEFAULT_URL, URL_ENV, Client
+from ._errors import (
+    SandboxError,
+    SandboxInternalError,
+    SandboxOverloadedError,
+    SandboxRequestError,
+    SandboxUnavailableError,
+)
+from ._result import ExecResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "exec",
+    "exec_async",
+    "is_enabled",
+    "Client",
+    "ExecResult",
+    "SandboxError",
+    "SandboxUnavailableError",
+    "SandboxRequestError",
+    "SandboxOverloadedError",
+    "SandboxInternalError",
+    "DEFAULT_URL",
+    "URL_ENV",
+    "__version__",
+]
+
+# The client used by the module-level functions. Its url is None, so it reads
+# HEXR_SANDBOX_URL at every call.
+_default_client = Client()
+
+
+def exec(  # noqa: A001 - the seed's API name; shadows the builtin in this module only
+    code: str,
+    *,
+    language: str = "python",
+    timeout: int = DEFAULT_TIMEOUT,
+    env_vars: Optional[Dict[str, str]] = None,
+    packages: Optional[List[str]] = None,
+    memory_mb: Optional[int] = None,
+) -> ExecResult:
+    """Run ``code`` in a fresh sandbox and return its :class:`ExecResult`.
+
+    Args:
+        code: Source code (or shell script) to run.
+        language: ``"python"`` (default), ``"javascript"`` (aliases ``"js"``,
+            ``"node"``) or ``"bash"`` (aliases ``"shell"``, ``"sh"``).
+        timeout: Wall-clock limit in seconds (default 30); after it the
+            program is killed, ``timed_out`` is True and ``exit_code`` 124.
+        env_vars: Environment variables to set inside the sandbox.
+        packages: Python packages the code needs (already-available ones are
+            no-ops).
+        memory_mb: Memory limit in MiB (the service's default when omitted).
+
+    Returns:
+        The result, whatever the program's outcome: check ``result.ok``.
+
+    Raises:
+        TypeError: ``code`` is not a ``str``.
+        SandboxRequestError: the service rejected the request (e.g. unknown
+            language, limit above its maximum); the message names the field.
+        SandboxOverloadedError: the service is at capacity (``retry_after``).
+        SandboxUnavailableError: the service is unreachable or draining.
+        SandboxInternalError: the service failed or replied unexpectedly.
+    """
+    return _default_client.exec(
+        code,
+        language=language,
+        timeout=timeout,
+        env_vars=env_vars,
+        packages=packages,
+        memory_mb=memory_mb,
+    )
+
+
+async def exec_async(
+    code: str,
+    *,
+    language: str = "python",
+    timeout: int = DEFAULT_TIMEOUT,
+    env_vars: Optional[Dict[str, str]] = None,
+    packages: Optional[List[str]] = None,
+    memory_mb: Optional[int] = None,
+) -> ExecResult:
+    """Asynchronous :func:`exec`: same arguments, result and exceptions.
+
+    Uses asyncio sockets directly (no threads), so concurrent calls overlap::
+
+        results = await asyncio.gather(*(exec_async(c) for c in codes))
+    """
+    return await _default_client.exec_async(
+        code,
+        language=language,
+        timeout=timeout,
+        env_vars=env_vars,
+        packages=packages,
+        memory_mb=memory_mb,
+    )
+
+
+def is_enabled(*, timeout: Optional[float] = None) -> bool:
+    """Return True when the sandbox service answers its health check.
+
+    True when ``GET /health`` at ``HEXR_SANDBOX_URL`` returns 200 within
+    ``timeout`` seconds (default 2). Never raises.
+    """
+    return _default_client.is_enabled(timeout=timeout)

@@ -206,6 +206,17 @@ HXS_API void hxs_engine_free(hxs_engine *engine);
 HXS_API const hxs_config *hxs_engine_config(const hxs_engine *engine);
 HXS_API const char *hxs_engine_backend_name(const hxs_engine *engine);
 
+/* Warm templates, for /health and /metrics. */
+typedef struct hxs_engine_stats {
+        bool warm_enabled;              /* SANDBOX_WARM and the templates could start */
+        unsigned templates_ready;       /* ready to clone right now */
+        unsigned templates_total;
+        unsigned long template_restarts; /* since the engine started */
+        char warm_error[200];           /* why warm starts are off, if asked for */
+} hxs_engine_stats;
+
+HXS_API void hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
+
 /* 0 when sandboxes can run right now, else -errno with the reason in err. */
 HXS_API int hxs_engine_check(hxs_engine *engine, hxs_error *err);
 

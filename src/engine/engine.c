@@ -2,6 +2,7 @@
 /* The engine: picks a backend, owns host-wide state, runs executions through it. */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "ns/template.h"
 
 #ifndef HXS_VERSION
 #define HXS_VERSION "0.0.0"
@@ -79,6 +81,14 @@ void hxs_engine_free(hxs_engine *e)
 
 const hxs_config *hxs_engine_config(const hxs_engine *e) { return &e->cfg; }
 const char *hxs_engine_backend_name(const hxs_engine *e) { return e->ops->name; }
+
+void hxs_engine_stats_get(hxs_engine *e, hxs_engine_stats *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        ret->warm_enabled = e->templates != NULL;
+        templates_state(e->templates, &ret->templates_ready, &ret->templates_total, &ret->template_restarts);
+        snprintf(ret->warm_error, sizeof(ret->warm_error), "%s", e->template_error);
+}
 
 int hxs_engine_check(hxs_engine *e, hxs_error *err)
 {

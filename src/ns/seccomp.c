@@ -66,6 +66,12 @@ static int add_rules(scmp_filter_ctx ctx)
                 if (r < 0 && r != -EEXIST)
                         return r;
         }
+        /* Mount-related calls newer than this libseccomp's syscall table, by their
+         * x86_64 numbers (statmount, listmount, open_tree_attr). */
+        static const int newer[] = { 457, 458, 467 };
+        for (size_t i = 0; i < ARRAY_SIZE(newer); i++)
+                if (seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, newer[i]) == NULL)
+                        (void)seccomp_rule_add_exact(ctx, SCMP_ACT_ERRNO(EPERM), newer[i], 0);
         /* clone3: flags are in memory, so make libc fall back to clone */
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
         if (r < 0)
@@ -94,8 +100,9 @@ static int add_rules(scmp_filter_ctx ctx)
                                            AF_NFC, AF_ATMPVC, AF_ATMSVC, AF_X25, AF_AX25,
                                            AF_NETROM, AF_ROSE, AF_APPLETALK, AF_IPX, AF_DECnet };
         for (size_t i = 0; i < ARRAY_SIZE(bad_domains); i++) {
+                /* the kernel reads the family as an int: compare the low 32 bits only */
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)bad_domains[i]));
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, (scmp_datum_t)bad_domains[i]));
                 if (r < 0)
                         return r;
         }

@@ -1,0 +1,188 @@
+"""Helpers of test_isolation.py: the CLI runner and canary (shared with the security
+suite, tests/security/canary.py) and host-side views used to check for leftovers.
+
+Host-side leak checks only blame what this test process started: cgroups named
+"s<pid>.<start>-<seq>" after one of our CLI processes, and processes of the sandbox uid
+range that sit in such a cgroup, in no engine cgroup at all, or in the cgroup of an
+engine that is no longer running. A colleague's service running at the same time on
+this machine therefore cannot make these checks fail, and cannot hide our own leaks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Set, Tuple, TypeVar
+
+_SECURITY = str(Path(__file__).resolve().parents[1] / "security")
+if _SECURITY not in sys.path:
+    sys.path.insert(0, _SECURITY)
+
+from canary import (CLI_PIDS, ExecResult, check_isolation, require_isolation,  # noqa: E402,F401
+                    run_exec, sandbox_bin)
+
+__all__ = [
+    "CLI_PIDS", "ExecResult", "check_isolation", "require_isolation", "run_exec", "sandbox_bin",
+    "state_dir", "uid_base", "sandbox_host_uids", "engine_cgroup_parents", "leftover_cgroups",
+    "host_mounts_under", "leaked_sandbox_processes", "processes_with", "wait_until",
+]
+
+CG_ROOT = "/sys/fs/cgroup"
+CG_DIRNAME = "hexr-sandbox"
+ENGINE_CG_RE = re.compile(r"^s(\d+)\.(\d+)-(\d+)$")
+T = TypeVar("T")
+
+
+def state_dir() -> str:
+    return os.environ.get("STATE_DIR") or "/run/hexr-sandbox"
+
+
+def uid_base() -> int:
+    return int(os.environ.get("SANDBOX_UID_BASE") or 1000000)
+
+
+def sandbox_host_uids() -> Set[int]:
+    return {uid_base(), uid_base() + 1000}
+
+
+def _own_cgroups() -> Dict[str, str]:
+    """controller ("" for the v2 line) -> our cgroup path, as the engine reads it."""
+    out: Dict[str, str] = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            parts = line.rstrip("\n").split(":", 2)
+            if len(parts) != 3:
+                continue
+            ctrls, path = parts[1], parts[2]
+            path = "" if path == "/" else path
+            if ctrls == "":
+                out[""] = path
+            for c in ctrls.split(","):
+                if c:
+                    out[c] = path
+    return out
+
+
+def engine_cgroup_parents() -> List[str]:
+    """The directories the engine creates its per-execution cgroups in."""
+    own = _own_cgroups()
+    parents = []
+    if os.path.exists(os.path.join(CG_ROOT, "cgroup.controllers")):  # pure v2
+        parents.append("%s%s/%s" % (CG_ROOT, own.get("", ""), CG_DIRNAME))
+    else:
+        for ctrl in ("memory", "pids", "cpu"):
+            if ctrl in own:
+                parents.append("%s/%s%s/%s" % (CG_ROOT, ctrl, own[ctrl], CG_DIRNAME))
+        if "" in own:
+            parents.append("%s/unified%s/%s" % (CG_ROOT, own[""], CG_DIRNAME))
+    return [p for p in parents if os.path.isdir(p)]
+
+
+def proc_start_time(pid: int) -> Optional[int]:
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def engine_alive(pid: int, start: int) -> bool:
+    return proc_start_time(pid) == start
+
+
+def leftover_cgroups(pids: Set[int]) -> List[str]:
+    """Execution cgroups created by the engines of the given CLI processes."""
+    left = []
+    for parent in engine_cgroup_parents():
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            m = ENGINE_CG_RE.match(name)
+            if m and int(m.group(1)) in pids and os.path.isdir(os.path.join(parent, name)):
+                left.append(os.path.join(parent, name))
+    return sorted(left)
+
+
+def host_mounts_under(path: str) -> List[str]:
+    path = os.path.realpath(path).rstrip("/")
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mnt = line.split()[4].replace("\\040", " ")
+            if mnt == path or mnt.startswith(path + "/"):
+                found.append(line.strip())
+    return found
+
+
+def _status_uids(pid: str) -> Set[int]:
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return {int(x) for x in line.split()[1:]}
+    except OSError:
+        pass
+    return set()
+
+
+def _engine_cgroup_of(pid: str) -> Optional[Tuple[int, int]]:
+    try:
+        with open("/proc/%s/cgroup" % pid) as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"/%s/s(\d+)\.(\d+)-\d+" % CG_DIRNAME, text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def leaked_sandbox_processes(pids: Set[int]) -> List[str]:
+    """Processes running as the sandbox's host uids that are ours or nobody's."""
+    uids = sandbox_host_uids()
+    leaks = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or not (_status_uids(pid) & uids):
+            continue
+        owner = _engine_cgroup_of(pid)
+        if owner is not None and owner[0] not in pids and engine_alive(*owner):
+            continue  # a sandbox of another engine that is running right now
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:
+            continue  # gone meanwhile
+        leaks.append("pid %s uids %s cgroup owner %s: %s" % (pid, sorted(_status_uids(pid)), owner, cmd))
+    return leaks
+
+
+def processes_with(marker: str) -> List[str]:
+    """Host processes whose command line contains marker (pgrep -f), except ourselves."""
+    needle = marker.encode()
+    found = []
+    me = os.getpid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if needle in cmd:
+            found.append("%s: %s" % (pid, cmd.replace(b"\0", b" ").decode(errors="replace")[:200]))
+    return found
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.1) -> T:
+    """Polls predicate until it returns something true or timeout passes; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)

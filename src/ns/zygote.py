@@ -77,6 +77,7 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
     if np is not None:
         np.random.seed()
     sys.argv[:] = [code_path]
+    sys.orig_argv[:] = [sys.executable, code_path]
     main = sys.modules["__main__"].__dict__
     main.clear()
     main.update(__name__="__main__", __doc__=None, __package__=None, __loader__=None,

@@ -199,7 +199,8 @@ static int check_listen(const char *v)
         char *end;
         errno = 0;
         unsigned long port = strtoul(colon + 1, &end, 10);
-        if (errno || *end || port == 0 || port > 65535 || !isdigit((unsigned char)colon[1]))
+        /* port 0: the kernel picks one (the service prints which) */
+        if (errno || *end || port > 65535 || !isdigit((unsigned char)colon[1]))
                 return -EINVAL;
         return 0;
 }

@@ -483,6 +483,25 @@ static void ns_release(hxs_exec *x)
         x->envp = NULL;
 }
 
+/* The sandbox's root (an unprivileged host uid) must be able to walk to the mount
+ * point: every directory on the way needs search permission for others. */
+static int check_searchable(const char *path, hxs_error *err)
+{
+        char p[300];
+        snprintf(p, sizeof(p), "%s", path);
+        for (char *slash = p + strlen(p); slash > p; slash = strrchr(p, '/')) {
+                struct stat st;
+                if (stat(p, &st) < 0)
+                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR: %s: %s", p, strerror(errno));
+                if (!(st.st_mode & S_IXOTH))
+                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EACCES, "STATE_DIR",
+                                              "STATE_DIR: %s (mode %04o) is not searchable by other users; the sandbox's unprivileged root must reach %s",
+                                              p, (unsigned)(st.st_mode & 07777), path);
+                *slash = '\0';
+        }
+        return 0;
+}
+
 static int ns_init(hxs_engine *e, hxs_error *err)
 {
         int r = cg_layout_init(&e->cg, err);
@@ -501,6 +520,9 @@ static int ns_init(hxs_engine *e, hxs_error *err)
         if (mkdir(e->mountpoint, 0755) < 0 && errno != EEXIST)
                 return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "creating %s: %s", e->mountpoint,
                                 strerror(errno));
+        r = check_searchable(e->mountpoint, err);
+        if (r < 0)
+                return r;
         if (e->cfg.warm) {
                 hxs_error terr = { 0 };
                 if (templates_new(&e->cfg, &e->cg, &e->templates, &terr) < 0)
@@ -520,6 +542,17 @@ static int ns_check(hxs_engine *e, hxs_error *err)
 {
         if (access(e->mountpoint, F_OK) < 0)
                 return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "mount point %s is gone", e->mountpoint);
+        int r = check_searchable(e->mountpoint, err);
+        if (r < 0)
+                return r;
+        static const char *const runtimes_needed[] = { "/usr", "/usr/bin/python3", "/usr/bin/node", "/usr/bin/bash" };
+        for (size_t i = 0; i < ARRAY_SIZE(runtimes_needed); i++) {
+                char p[600];
+                snprintf(p, sizeof(p), "%s%s", e->cfg.rootfs, runtimes_needed[i]);
+                if (access(p, F_OK) < 0)
+                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the sandbox root lacks %s: %s", p,
+                                        strerror(errno));
+        }
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
                 if (e->cg.have[h] && access(e->cg.base[h], W_OK) < 0)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "cgroup %s is not writable",

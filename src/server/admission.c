@@ -43,6 +43,7 @@ static void suspend(call *c)
 {
         hxs_server *srv = c->srv;
         const union MHD_ConnectionInfo *ci;
+        int r = -EBADF;
 
         MHD_suspend_connection(c->conn);
         c->suspended = true;
@@ -53,9 +54,11 @@ static void suspend(call *c)
         /* MHD stops watching a suspended connection: we notice a hang-up instead.
          * EPOLLRDHUP only, so bytes of a pipelined next request do not wake us. */
         ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci && loop_add(srv, &c->client_watch, ci->connect_fd, EPOLLRDHUP) < 0)
+        if (ci)
+                r = loop_add(srv, &c->client_watch, ci->connect_fd, EPOLLRDHUP);
+        if (r < 0)
                 log_line("warning", "request %s: cannot watch the client socket: %s", c->id,
-                         strerror(errno));
+                         strerror(-r));
 }
 
 static void reply_later(call *c)
@@ -114,10 +117,10 @@ static int start(call *c)
                         metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
                                                 status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
                 call_set_error(c, status,
-                               status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind),
+                               http_error_code_of(&err),
                                err.message[0] ? err.message : "the sandbox could not be set up");
                 log_call(c, NULL, status == 500 ? "setup_failed" : "rejected",
-                         status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind));
+                         http_error_code_of(&err));
                 c->logged = true;
                 c->state = CALL_REPLY;
                 return r;
@@ -193,7 +196,7 @@ static void finish(call *c)
         if (r < 0) {
                 /* Setup failed after the start (the engine only knows once it tried). */
                 unsigned status = http_status_of(&err);
-                const char *code = status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind);
+                const char *code = http_error_code_of(&err);
                 if (status == 500)
                         metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
                 else

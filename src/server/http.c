@@ -80,7 +80,7 @@ static void parse_xfcc(const char *v, char *ret, size_t cap)
         for (const char *p = last;; p++) {
                 if (*p == '"')
                         quoted = !quoted;
-                if ((*p == ';' && !quoted) || *p == ',' || *p == '\0') {
+                if ((*p == ';' && !quoted) || *p == '\0') {
                         while (*pair == ' ')
                                 pair++;
                         if (strncasecmp(pair, "URI=", 4) == 0) {
@@ -93,7 +93,7 @@ static void parse_xfcc(const char *v, char *ret, size_t cap)
                                 ret[o] = '\0';
                                 return;
                         }
-                        if (*p != ';')
+                        if (*p == '\0')
                                 return;
                         pair = p + 1;
                 }
@@ -208,6 +208,20 @@ static void reply_health(call *c)
                 json_object_set_new(o, "message",
                                     hxs_json_string_lossy(srv->health_message,
                                                           strlen(srv->health_message)));
+        /* Warm templates only make Python start faster: not part of the status. */
+        hxs_engine_stats st = { 0 };
+        hxs_engine_stats_get(srv->engine, &st);
+        json_t *warm = json_pack("{s:b,s:I,s:I}", "enabled", st.warm_enabled, "templates_ready",
+                                 (json_int_t)st.templates_ready, "templates_total",
+                                 (json_int_t)st.templates_total);
+        if (warm && !st.warm_enabled && st.warm_error[0])
+                json_object_set_new(warm, "error",
+                                    hxs_json_string_lossy(st.warm_error, strnlen(st.warm_error,
+                                                                                 sizeof(st.warm_error))));
+        if (o && warm)
+                json_object_set_new(o, "warm", warm);
+        else
+                json_decref(warm);
         free(c->reply);
         c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
         c->reply_len = c->reply ? strlen(c->reply) : 0;
@@ -224,7 +238,7 @@ static void reply_metrics(call *c)
 
 /* What the headers alone decide for an execution request: 0 to read the body, or an
  * error reply prepared in c. */
-static int check_exec_headers(call *c, uint64_t *ret_length, bool *ret_has_length)
+static int check_exec_headers(call *c, uint64_t length)
 {
         hxs_server *srv = c->srv;
         const char *v;
@@ -234,20 +248,16 @@ static int check_exec_headers(call *c, uint64_t *ret_length, bool *ret_has_lengt
         if (v)
                 parse_xfcc(v, c->caller, sizeof(c->caller));
 
-        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        *ret_has_length = v != NULL;
-        *ret_length = v ? strtoull(v, NULL, 10) : 0;
-
         if (srv->draining) {
                 metrics_reject(&srv->m, REJECT_DRAINING);
                 call_set_error(c, 503, "draining",
                                "the service is shutting down and takes no new executions; retry on another instance");
                 return -ESHUTDOWN;
         }
-        if (*ret_length > srv->cfg.max_body_bytes) {
+        if (length > srv->cfg.max_body_bytes) {
                 metrics_reject(&srv->m, REJECT_TOO_LARGE);
                 snprintf(msg, sizeof(msg), "body: %llu bytes exceeds the maximum %u",
-                         (unsigned long long)*ret_length, srv->cfg.max_body_bytes);
+                         (unsigned long long)length, srv->cfg.max_body_bytes);
                 call_set_error(c, 413, "too_large", msg);
                 return -E2BIG;
         }
@@ -283,26 +293,23 @@ static enum MHD_Result on_headers(call *c, const char *method)
         bool is_exec_route = c->route == ROUTE_EXEC || c->route == ROUTE_EXECUTE;
         bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                       strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-        uint64_t length = 0;
-        bool has_length = false;
-        int r = 0;
+        /* MHD has checked the header's syntax; chunked bodies have none: length 0 */
+        const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t length = cl ? strtoull(cl, NULL, 10) : 0;
 
         if (c->route == ROUTE_OTHER) {
                 call_set_error(c, 404, "not_found",
                                "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /health and GET /metrics");
-                r = -ENOENT;
         } else if (is_exec_route && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
                 c->allow = ALLOW_EXEC;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts POST only");
-                r = -EPERM;
         } else if (!is_exec_route && !is_get) {
                 c->allow = ALLOW_GET;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts GET and HEAD only");
-                r = -EPERM;
         } else if (is_exec_route) {
                 c->is_exec = true;
-                r = check_exec_headers(c, &length, &has_length);
-                if (r == 0)
+                if (check_exec_headers(c, length) == 0)
                         return MHD_YES; /* read the body */
         } else {
                 /* Replied to in the last call: queued now, MHD would close the
@@ -315,20 +322,15 @@ static enum MHD_Result on_headers(call *c, const char *method)
                 return MHD_YES;
         }
 
-        /* An error. If a body follows and is not too large, read it (and drop it) first:
-         * closing on unread data makes the kernel send a reset, and the client may lose
-         * our reply to it. */
-        if (!has_length) {
-                const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
-                                                             MHD_HTTP_HEADER_TRANSFER_ENCODING);
-                has_length = te != NULL; /* chunked: unknown length, read it */
-                length = te ? 1 : 0;
-        }
-        if (length <= srv->cfg.max_body_bytes) {
+        /* An error. If a body follows and is not huge, read it (and drop it) first:
+         * closing on unread data makes the kernel send a reset, and a client still
+         * sending (no Expect: 100-continue) may lose our reply to it. A body above twice
+         * MAX_BODY_BYTES is not worth reading: reply at once, MHD then closes. */
+        if (length <= 2 * (uint64_t)srv->cfg.max_body_bytes) {
                 c->state = CALL_REPLY; /* prepared: send when the body has been read */
                 return MHD_YES;
         }
-        return send_reply(c); /* too large to read: reply now, MHD then closes */
+        return send_reply(c);
 }
 
 /* Body bytes: kept up to MAX_BODY_BYTES, then counted and dropped. */
@@ -338,8 +340,11 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
         uint64_t max = srv->cfg.max_body_bytes;
 
         c->body_seen += size;
-        if (c->body_seen > 2 * max)
-                return MHD_NO; /* enough of a body we will not use: close the connection */
+        if (c->body_seen > 2 * max) {
+                /* Enough of a body we will not use: close the connection. */
+                srv->closing_on_purpose = true;
+                return MHD_NO;
+        }
         if (c->state != CALL_READING || c->body_too_large)
                 return MHD_YES;
         if (c->body_seen > max) {
@@ -364,6 +369,18 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
         memcpy(c->body + c->body_len, data, size);
         c->body_len += size;
         return MHD_YES;
+}
+
+const char *http_error_code_of(const hxs_error *err)
+{
+        switch (http_status_of(err)) {
+        case 400: return "invalid_request";
+        case 413: return "too_large";
+        case 422: return "not_found";
+        default: break;
+        }
+        /* sandbox_setup_failed, unsupported or internal; an unset kind is internal */
+        return err->kind == HXS_ERR_NONE ? "internal" : hxs_error_kind_name(err->kind);
 }
 
 unsigned http_status_of(const hxs_error *err)
@@ -401,7 +418,7 @@ static enum MHD_Result on_complete(call *c)
         if (r < 0) {
                 unsigned status = http_status_of(&err);
                 metrics_reject(&srv->m, status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
-                call_set_error(c, status, status == 400 ? "invalid_request" : hxs_error_kind_name(err.kind),
+                call_set_error(c, status, http_error_code_of(&err),
                                err.message);
                 return send_reply(c);
         }
@@ -446,6 +463,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
                 /* The client left while suspended: nothing to send, close. */
                 metrics_http(&srv->m, c->route, 499);
                 c->state = CALL_DONE;
+                srv->closing_on_purpose = true;
                 return MHD_NO;
         case CALL_QUEUED:
         case CALL_RUNNING:
@@ -465,6 +483,8 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         if (!c)
                 return;
         *req_cls = NULL;
+        if (c->state == CALL_GONE)
+                metrics_http(&srv->m, c->route, 499); /* MHD saw the hang-up before asking us */
         admission_forget(c);
         if (c->held) {
                 c->held = false;

@@ -202,10 +202,20 @@ static int duplicate_key(const json_error_t *jerr, hxs_error *err)
 static int get_positive(const json_t *v, const char *field, const char *unit, uint32_t max,
                         uint32_t *ret, hxs_error *err)
 {
+        if (json_is_real(v)) {
+                /* 1.0 is shown as 1.0, not as a "1" that looks like what we ask for */
+                double d = json_real_value(v);
+                char num[40];
+                if (d > -1e15 && d < 1e15 && (double)(long long)d == d)
+                        snprintf(num, sizeof(num), "%lld.0", (long long)d);
+                else
+                        snprintf(num, sizeof(num), "%g", d);
+                return invalid(err, field, "%s: must be an integer number of %s (got %s)", field,
+                               unit, num);
+        }
         if (!json_is_integer(v))
                 return invalid(err, field, "%s: must be an integer number of %s (got %s)", field,
                                unit,
-                               json_is_real(v) ? "a fractional number" :
                                json_is_boolean(v) ? "a boolean" :
                                json_is_string(v) ? "a string" :
                                json_is_array(v) ? "an array" : "an object");

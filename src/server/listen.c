@@ -158,12 +158,17 @@ static int open_inet(hxs_server *srv, const char *address, hxs_error *err)
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
                                               "LISTEN_ADDRESS %s: cannot resolve \"%s\": %s",
                                               address, host, gai_strerror(g));
+                /* MHD takes one socket: a name ("localhost") binds its first IPv4
+                 * address, so 127.0.0.1 clients find it; else its first IPv6 one. */
                 fd = -EADDRNOTAVAIL;
-                for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                        fd = bind_inet(ai->ai_addr, ai->ai_addrlen, false);
-                        if (fd >= 0)
-                                break;
-                }
+                for (int pass = 0; pass < 2 && fd < 0; pass++)
+                        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                                if ((ai->ai_family == AF_INET) != (pass == 0))
+                                        continue;
+                                fd = bind_inet(ai->ai_addr, ai->ai_addrlen, false);
+                                if (fd >= 0)
+                                        break;
+                        }
                 freeaddrinfo(res);
                 if (fd < 0)
                         return fail_addr(err, fd, address, "bind");

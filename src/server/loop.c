@@ -97,6 +97,25 @@ static void on_signals(hxs_server *srv)
         }
 }
 
+static unsigned mhd_connections(hxs_server *srv)
+{
+        const union MHD_DaemonInfo *di =
+                MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        return di ? di->num_connections : 0;
+}
+
+/* At MAX_CONNECTIONS, MHD takes its listening socket out of its epoll set and puts it
+ * back at the start of a later MHD_run, once connections were cleaned up at the end of
+ * an earlier one. Nothing would wake us for that later run (the socket is not in the
+ * set), so when connections went away, run again right now. */
+static void run_mhd(hxs_server *srv)
+{
+        unsigned before = mhd_connections(srv);
+        MHD_run(srv->mhd);
+        if (mhd_connections(srv) < before)
+                MHD_run(srv->mhd);
+}
+
 int loop_run(hxs_server *srv)
 {
         struct epoll_event events[64];
@@ -136,7 +155,7 @@ int loop_run(hxs_server *srv)
                         }
                 }
                 admission_tick(srv, now_ms());
-                MHD_run(srv->mhd);
+                run_mhd(srv);
 
                 if (srv->draining) {
                         if (admission_drained(srv))

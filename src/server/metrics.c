@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "server/server.h"
 
@@ -133,6 +134,19 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
         fprintf(f, "hexr_sandbox_max_concurrent_executions %u\n", srv->cfg.max_concurrent);
         family(f, "hexr_sandbox_draining", "gauge", "1 while the service drains after SIGTERM, else 0.");
         fprintf(f, "hexr_sandbox_draining %d\n", srv->draining ? 1 : 0);
+
+        hxs_engine_stats st = { 0 };
+        hxs_engine_stats_get(srv->engine, &st);
+        family(f, "hexr_sandbox_warm_enabled", "gauge",
+               "1 when Python starts from warm templates (SANDBOX_WARM and they could start), else 0.");
+        fprintf(f, "hexr_sandbox_warm_enabled %d\n", st.warm_enabled ? 1 : 0);
+        family(f, "hexr_sandbox_warm_templates_ready", "gauge", "Warm templates ready to clone now.");
+        fprintf(f, "hexr_sandbox_warm_templates_ready %u\n", st.templates_ready);
+        family(f, "hexr_sandbox_warm_templates", "gauge", "Warm templates kept by the engine.");
+        fprintf(f, "hexr_sandbox_warm_templates %u\n", st.templates_total);
+        family(f, "hexr_sandbox_warm_template_restarts_total", "counter",
+               "Warm templates restarted since the service started.");
+        fprintf(f, "hexr_sandbox_warm_template_restarts_total %lu\n", st.template_restarts);
 
         family(f, "hexr_sandbox_rejected_requests_total", "counter",
                "Execution requests turned away before running, by reason.");

@@ -57,11 +57,16 @@ static void usage(FILE *f)
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+        hxs_server *srv = cls;
         char msg[512];
         vsnprintf(msg, sizeof(msg), fmt, ap);
         size_t n = strlen(msg);
         while (n && msg[n - 1] == '\n')
                 msg[--n] = '\0';
+        if (srv->closing_on_purpose && strstr(msg, "Application reported internal error")) {
+                srv->closing_on_purpose = false;
+                return; /* we closed a connection whose client left: not news */
+        }
         log_line("http", "%s", msg);
 }
 

@@ -165,6 +165,8 @@ typedef struct hxs_server {
         uint64_t drain_deadline_ms;     /* then running executions are killed */
         uint64_t exit_deadline_ms;      /* then we stop whatever is left */
         bool stop;
+        bool closing_on_purpose;        /* the handler returned MHD_NO to close: MHD's
+                                         * "internal error" log line is expected */
 
         /* /health caches the engine check for a second */
         uint64_t health_checked_ms;
@@ -192,8 +194,10 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                     enum MHD_RequestTerminationCode toe);
 /* Prepares an error reply {"error":{"code":..,"message":..}} in c. */
 void call_set_error(call *c, unsigned status, const char *code, const char *message);
-/* HTTP status for an engine error kind: 400, 413, 422 or 500. */
+/* HTTP status for an engine error kind: 400, 413, 422 or 500; and the error code of
+ * the JSON body (invalid_request, too_large, not_found, sandbox_setup_failed...). */
 unsigned http_status_of(const hxs_error *err);
+const char *http_error_code_of(const hxs_error *err);
 /* The reply is ready: resume the suspended connection so MHD asks for it. */
 void call_resume(call *c);
 

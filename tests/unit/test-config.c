@@ -72,10 +72,10 @@ static void test_listen_and_backend(void **state)
         hxs_config c;
         hxs_error err = { 0 };
         hxs_config_defaults(&c);
-        static const char *const good[] = { ":8080", "0.0.0.0:1", "[::1]:8080", "unix:/run/x.sock", "localhost:65535" };
+        static const char *const good[] = { ":8080", "0.0.0.0:1", "[::1]:8080", "unix:/run/x.sock", "localhost:65535", "127.0.0.1:0" };
         for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
                 assert_int_equal(hxs_config_set(&c, "LISTEN_ADDRESS", good[i], &err), 0);
-        static const char *const bad[] = { "8080", ":0x50", "host:", ":70000", "unix:relative", ":0" };
+        static const char *const bad[] = { "8080", ":0x50", "host:", ":70000", "unix:relative", ":-1" };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 assert_true(hxs_config_set(&c, "LISTEN_ADDRESS", bad[i], &err) < 0);
                 assert_string_equal(err.field, "LISTEN_ADDRESS");

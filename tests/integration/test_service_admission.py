@@ -1,0 +1,341 @@
+"""Admission control and the life of executions inside `hexr-sandbox serve`: the
+bounded queue and 429, queue timeouts, clients that disconnect (their sandbox must die),
+draining on SIGTERM, and the connection limit.
+
+Each test starts its own service (start_service) with the settings it needs. Times are
+never asserted, only bounded by generous timeouts: the machine is a noisy VM.
+
+Run: /usr/bin/python3 -m pytest tests/integration/test_service_admission.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from conftest import get_metrics, http_request, post_exec, wait_for
+
+
+def marker_name() -> str:
+    return f"hxs-disconnect-marker-{uuid.uuid4().hex[:12]}"
+
+
+def pgrep(pattern: str) -> List[str]:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=30)
+    return out.stdout.split()
+
+
+def gauge(url: str, name: str) -> float:
+    return get_metrics(url).get(name, -1)
+
+
+def raw_post(address: str, body: Dict[str, Any]) -> socket.socket:
+    """Sends a whole execution request on a raw socket and returns the socket unread."""
+    if address.startswith("unix:"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(address[len("unix:"):])
+    else:
+        host, port = address.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=30)
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /api/v1/exec HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    return s
+
+
+def in_threads(calls: List[Tuple[Any, ...]]) -> List[Tuple[int, Dict[str, str], Any]]:
+    """Runs post_exec(*args) for each entry at once; returns results in order."""
+    results: List[Any] = [None] * len(calls)
+
+    def one(i: int, args: Tuple[Any, ...]) -> None:
+        try:
+            results[i] = post_exec(*args)
+        except Exception as e:  # surfaced by the assertions below
+            results[i] = (0, {}, repr(e))
+
+    threads = [threading.Thread(target=one, args=(i, a)) for i, a in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    return results
+
+
+# ---- 429 ----------------------------------------------------------------------------------------
+
+
+def test_burst_beyond_capacity_gets_429_with_retry_after(start_service, openapi):
+    svc = start_service(env={"MAX_CONCURRENT": "1", "MAX_QUEUE": "1", "QUEUE_TIMEOUT": "2m"})
+    body = {"code": "sleep 4; echo done", "language": "bash"}
+    results = in_threads([(svc.url, body)] * 5)
+    ok = [r for r in results if r[0] == 200]
+    over = [r for r in results if r[0] == 429]
+    assert len(ok) == 2 and len(over) == 3, [r[:1] + r[2:] for r in results]
+    for status, hdrs, res in ok:
+        assert res["stdout"] == "done\n" and res["exit_code"] == 0
+    for status, hdrs, res in over:
+        assert res["error"]["code"] == "overloaded"
+        assert int(hdrs["retry-after"]) >= 1
+        openapi.check("POST", "/api/v1/exec", status, hdrs, res)
+    m = get_metrics(svc.url)
+    assert m['hexr_sandbox_rejected_requests_total{reason="overloaded"}'] == 3
+    assert m['hexr_sandbox_http_requests_total{route="/api/v1/exec",status="429"}'] == 3
+
+
+def test_queue_timeout_gets_429(start_service):
+    svc = start_service(env={"MAX_CONCURRENT": "1", "MAX_QUEUE": "4", "QUEUE_TIMEOUT": "1s"})
+    long_body = {"code": "sleep 6", "language": "bash"}
+    holder = threading.Thread(target=post_exec, args=(svc.url, long_body))
+    holder.start()
+    try:
+        wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 1, 30, "the slot to be taken")
+        status, hdrs, res = post_exec(svc.url, {"code": "echo never", "language": "bash"})
+        assert status == 429, res
+        assert res["error"]["code"] == "overloaded" and "1s" in res["error"]["message"]
+        assert int(hdrs["retry-after"]) >= 1
+        assert get_metrics(svc.url)['hexr_sandbox_rejected_requests_total{reason="queue_timeout"}'] == 1
+    finally:
+        holder.join(timeout=60)
+
+
+def test_queue_is_fifo_and_gauges_move(start_service):
+    svc = start_service(env={"MAX_CONCURRENT": "1", "MAX_QUEUE": "8", "QUEUE_TIMEOUT": "2m"})
+    order: List[int] = []
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        status, _, res = post_exec(svc.url, {"code": f"sleep 1; echo {i}", "language": "bash"})
+        assert status == 200
+        with lock:
+            order.append(int(res["stdout"]))
+
+    first = threading.Thread(target=one, args=(0,))
+    first.start()
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 1, 30, "first to run")
+    threads = []
+    for i in range(1, 4):
+        t = threading.Thread(target=one, args=(i,))
+        t.start()
+        threads.append(t)
+        wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == i, 30, f"{i} queued")
+    _, _, h = http_request(svc.url, "GET", "/health")
+    assert h["queued"] == 3 and h["active"] == 1 and h["max_concurrent"] == 1
+    for t in [first] + threads:
+        t.join(timeout=120)
+    assert order == [0, 1, 2, 3]
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 0, 30, "queue empty")
+
+
+# ---- clients that go away -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_client_disconnect_kills_the_sandbox(start_service, tmp_path, transport):
+    listen = f"unix:{tmp_path}/s.sock" if transport == "unix" else None
+    svc = start_service(env={"MAX_CONCURRENT": "2"}, listen=listen)
+    marker = marker_name()
+    s = raw_post(svc.address, {"code": f"echo start; exec -a {marker} sleep 60", "language": "bash",
+                               "timeout": 30})
+    try:
+        wait_for(lambda: pgrep(marker), 30, "the sandboxed process to run")
+        assert gauge(svc.url, "hexr_sandbox_active_executions") == 1
+    finally:
+        s.close()
+    wait_for(lambda: not pgrep(marker), 15, "the sandboxed process to be killed")
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 0, 15, "active to drop to 0")
+    m = get_metrics(svc.url)
+    assert m['hexr_sandbox_executions_total{language="bash",outcome="killed"}'] == 1
+    assert m['hexr_sandbox_http_requests_total{route="/api/v1/exec",status="499"}'] == 1
+    recs = [r for r in svc.json_log() if r.get("event") == "exec"]
+    assert recs and recs[-1]["outcome"] == "killed" and recs[-1]["error"] == "client_disconnected"
+    # The slot is free again.
+    status, _, res = post_exec(svc.url, {"code": "echo again", "language": "bash"})
+    assert status == 200 and res["stdout"] == "again\n"
+
+
+def test_client_disconnect_while_queued_releases_the_place(start_service):
+    svc = start_service(env={"MAX_CONCURRENT": "1", "MAX_QUEUE": "1", "QUEUE_TIMEOUT": "2m"})
+    running, queued = marker_name(), marker_name()
+    a = raw_post(svc.address, {"code": f"exec -a {running} sleep 60", "language": "bash"})
+    try:
+        wait_for(lambda: pgrep(running), 30, "the first execution to run")
+        b = raw_post(svc.address, {"code": f"exec -a {queued} sleep 60", "language": "bash"})
+        wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 1, 30, "the second to queue")
+        b.close()
+        wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 0, 15, "the queue place to free")
+        # The place is usable again: a new request queues instead of 429.
+        c = raw_post(svc.address, {"code": "echo third", "language": "bash"})
+        wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 1, 30, "a third to queue")
+        c.close()
+    finally:
+        a.close()
+    wait_for(lambda: not pgrep(running), 15, "the running sandbox to be killed")
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 0, 15, "active 0")
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 0, 15, "queued 0")
+    assert not pgrep(queued), "a request whose client left while queued must never run"
+
+
+def test_many_disconnects_leave_nothing(start_service):
+    svc = start_service(env={"MAX_CONCURRENT": "2", "MAX_QUEUE": "8"})
+    marker = marker_name()
+    socks = [raw_post(svc.address, {"code": f"exec -a {marker} sleep 60", "language": "bash"})
+             for _ in range(5)]
+    wait_for(lambda: len(pgrep(marker)) == 2, 30, "two sandboxes running")
+    for s in socks:
+        s.close()
+    wait_for(lambda: not pgrep(marker), 20, "every sandbox killed")
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 0, 15, "active 0")
+    assert gauge(svc.url, "hexr_sandbox_queued_executions") == 0
+    time.sleep(0.5)  # a queued one must not have been started after its client left
+    assert not pgrep(marker)
+
+
+# ---- draining --------------------------------------------------------------------------------------
+
+
+def test_sigterm_drains(start_service, openapi):
+    svc = start_service(env={"DRAIN_TIMEOUT": "60s", "MAX_CONCURRENT": "2"})
+    result: Dict[str, Any] = {}
+
+    def long_one() -> None:
+        result["r"] = post_exec(svc.url, {"code": "sleep 4; echo finished", "language": "bash"})
+
+    t = threading.Thread(target=long_one)
+    t.start()
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 1, 30, "the execution to start")
+    svc.signal(signal.SIGTERM)
+
+    status, hdrs, h = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(
+        http_request(svc.url, "GET", "/health")), 10, "/health to say draining")
+    assert h["status"] == "draining" and h["active"] == 1
+    openapi.check("GET", "/health", status, hdrs, h)
+
+    status, hdrs, res = post_exec(svc.url, {"code": "echo late", "language": "bash"})
+    assert status == 503 and res["error"]["code"] == "draining"
+    openapi.check("POST", "/api/v1/exec", status, hdrs, res)
+
+    t.join(timeout=60)
+    status, _, res = result["r"]
+    assert status == 200 and res["stdout"] == "finished\n" and res["exit_code"] == 0
+    assert svc.wait(timeout=30) == 0
+    assert any("drain" == r.get("event") for r in svc.json_log())
+
+
+def test_drain_timeout_kills_running_and_rejects_queued(start_service):
+    svc = start_service(env={"DRAIN_TIMEOUT": "1s", "MAX_CONCURRENT": "1", "MAX_QUEUE": "4",
+                             "QUEUE_TIMEOUT": "2m"})
+    marker = marker_name()
+    results = {}
+
+    def one(key: str, body: Dict[str, Any]) -> None:
+        results[key] = post_exec(svc.url, body)
+
+    a = threading.Thread(target=one, args=("running", {"code": f"echo begun; exec -a {marker} sleep 60",
+                                                       "language": "bash"}))
+    a.start()
+    wait_for(lambda: pgrep(marker), 30, "the execution to run")
+    b = threading.Thread(target=one, args=("queued", {"code": "echo never", "language": "bash"}))
+    b.start()
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 1, 30, "the second to queue")
+
+    svc.signal(signal.SIGTERM)
+    a.join(timeout=60)
+    b.join(timeout=60)
+    status, _, res = results["queued"]
+    assert status == 503 and res["error"]["code"] == "draining"
+    status, _, res = results["running"]
+    assert status == 200, res
+    assert res["signal"] == 9 and res["exit_code"] == 137 and res["stdout"] == "begun\n"
+    assert svc.wait(timeout=30) == 0
+    assert not pgrep(marker)
+
+
+def test_sigterm_when_idle_exits_at_once(start_service):
+    svc = start_service()
+    assert http_request(svc.url, "GET", "/health")[0] == 200
+    svc.signal(signal.SIGINT)
+    assert svc.wait(timeout=30) == 0
+
+
+def test_sighup_is_ignored(start_service):
+    svc = start_service()
+    svc.signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert svc.proc.poll() is None
+    assert http_request(svc.url, "GET", "/health")[0] == 200
+
+
+# ---- connections ----------------------------------------------------------------------------------
+
+
+def test_connection_limit(start_service):
+    svc = start_service(env={"MAX_CONNECTIONS": "4"})
+    host, port = svc.address.rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(4)]
+    try:
+        time.sleep(0.5)  # let the service accept them
+        extra = socket.create_connection((host, int(port)), timeout=3)
+        extra.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        try:
+            data = extra.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            data = b""
+        extra.close()
+        assert not data.startswith(b"HTTP/1.1 200"), "a fifth connection was served"
+    finally:
+        for s in idle:
+            s.close()
+    wait_for(lambda: http_request(svc.url, "GET", "/health")[0] == 200, 15, "service after the limit")
+
+
+def test_keep_alive_serves_several_requests(service_url):
+    import http.client
+    host, port = service_url[len("http://"):].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        for i in range(3):
+            conn.request("POST", "/api/v1/exec", body=json.dumps({"code": f"echo {i}", "language": "bash"}),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200 and json.loads(resp.read())["stdout"] == f"{i}\n"
+            conn.request("GET", "/health")
+            resp = conn.getresponse()
+            assert resp.status == 200
+            resp.read()
+    finally:
+        conn.close()
+
+
+def test_long_execution_outlives_the_idle_timeout_and_idle_clients_are_closed(start_service):
+    """The 30 s connection timeout closes idle and slow clients (slow-loris), but not a
+    connection whose sandbox runs longer than that: its reply still arrives."""
+    svc = start_service(env={"MAX_EXECUTION_TIME": "90s"})
+    host, port = svc.address.rsplit(":", 1)
+    result: Dict[str, Any] = {}
+
+    def long_one() -> None:
+        result["r"] = post_exec(svc.url, {"code": "sleep 33; echo survived", "language": "bash",
+                                          "timeout": 80}, timeout=120)
+
+    t = threading.Thread(target=long_one)
+    t.start()
+    slow = socket.create_connection((host, int(port)), timeout=90)
+    slow.sendall(b"GET /health HTTP/1.1\r\nHo")  # and never the rest
+    try:
+        data = slow.recv(4096)
+    except ConnectionResetError:
+        data = b""
+    slow.close()
+    assert data == b"", f"an idle, incomplete request was answered: {data!r}"
+    t.join(timeout=120)
+    status, _, res = result["r"]
+    assert status == 200 and res["stdout"] == "survived\n", res

@@ -1,0 +1,153 @@
+"""Starting `hexr-sandbox serve`: listen addresses (TCP, every interface, unix socket),
+`serve --help` from the settings table, and invalid settings stopping the start with a
+clear message and exit status 2.
+
+Run: /usr/bin/python3 -m pytest tests/integration/test_service_listen.py -q
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import BIN, free_port, http_request, post_exec
+
+# The rows of the settings table every deployment relies on (architecture contract).
+CONTRACT_SETTINGS = ["MAX_EXECUTION_TIME", "MAX_MEMORY_MB", "LISTEN_ADDRESS", "FIRECRACKER_BIN",
+                     "SANDBOX_BACKEND", "MAX_CONCURRENT", "PACKAGES_WHEELHOUSE", "PACKAGES_INDEX_URL",
+                     "MAX_QUEUE", "QUEUE_TIMEOUT", "MAX_BODY_BYTES", "DRAIN_TIMEOUT", "MAX_CONNECTIONS"]
+
+
+def serve(args, env=None, timeout=30):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run([BIN, "serve"] + args, env=full, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_unix_socket_service(service_unix_url, openapi):
+    assert service_unix_url.startswith("unix:/")
+    path = service_unix_url[len("unix:"):]
+    st = os.stat(path)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o660
+    status, hdrs, h = http_request(service_unix_url, "GET", "/health")
+    assert status == 200 and h["status"] == "ok"
+    openapi.check("GET", "/health", status, hdrs, h)
+    status, hdrs, res = post_exec(service_unix_url, {"code": "print('over unix')"})
+    assert status == 200 and res["stdout"] == "over unix\n"
+    openapi.check("POST", "/api/v1/exec", status, hdrs, res)
+
+
+def test_unix_socket_stale_file_replaced_and_removed_on_exit(start_service):
+    d = tempfile.mkdtemp(prefix="hxs-sock-")
+    path = os.path.join(d, "s.sock")
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(path)
+    stale.close()  # a socket file nobody listens on: what a crash leaves
+    svc = start_service(listen=f"unix:{path}")
+    assert svc.url == f"unix:{path}"
+    assert http_request(svc.url, "GET", "/health")[0] == 200
+    assert svc.stop() == 0
+    assert not os.path.exists(path), "the socket file must be removed on exit"
+    os.rmdir(d)
+
+
+def test_unix_socket_in_use_is_refused(unix_service):
+    path = unix_service.url[len("unix:"):]
+    r = serve(["--listen", f"unix:{path}"])
+    assert r.returncode != 0
+    assert "listens there" in r.stderr or "in use" in r.stderr, r.stderr
+    # and the running service was not disturbed
+    assert http_request(unix_service.url, "GET", "/health")[0] == 200
+
+
+def test_unix_socket_path_that_is_not_a_socket_is_left_alone(tmp_path):
+    f = tmp_path / "not-a-socket"
+    f.write_text("keep me")
+    r = serve(["--listen", f"unix:{f}"], env={"STATE_DIR": str(tmp_path)})
+    assert r.returncode != 0 and "not a socket" in r.stderr, r.stderr
+    assert f.read_text() == "keep me"
+
+
+def test_listening_line_has_the_real_address(start_service):
+    port = free_port()
+    svc = start_service(listen=f"127.0.0.1:{port}")
+    assert svc.address == f"127.0.0.1:{port}"
+    assert any(line == f"hexr-sandbox: listening on 127.0.0.1:{port}" for line in svc.log)
+
+
+def test_every_interface(start_service):
+    port = free_port()
+    svc = start_service(listen=f":{port}")
+    assert svc.address.endswith(f":{port}")
+    assert http_request(f"http://127.0.0.1:{port}", "GET", "/health")[0] == 200
+    if socket.has_ipv6 and svc.address.startswith("["):
+        try:
+            status = http_request(f"http://[::1]:{port}", "GET", "/health")[0]
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        assert status == 200
+
+
+def test_listen_env_is_overridden_by_flag(start_service):
+    port = free_port()
+    svc = start_service(env={"LISTEN_ADDRESS": "127.0.0.1:1"}, listen=f"127.0.0.1:{port}")
+    assert svc.address == f"127.0.0.1:{port}"
+
+
+def test_max_concurrent_zero_means_cores(start_service):
+    svc = start_service(env={"MAX_CONCURRENT": "0"})
+    _, _, h = http_request(svc.url, "GET", "/health")
+    assert h["max_concurrent"] == max(2, os.cpu_count() or 1)
+
+
+def test_help_prints_every_setting():
+    r = serve(["--help"])
+    assert r.returncode == 0
+    out = r.stdout
+    assert "--listen" in out
+    for env in CONTRACT_SETTINGS:
+        assert env in out, env
+    rows = [line for line in out.splitlines() if line.startswith("  ") and "(default:" in line]
+    names = [row.split()[0] for row in rows]
+    assert len(names) == len(set(names)) and len(names) >= len(CONTRACT_SETTINGS)
+    assert any(row.split()[0] == "MAX_EXECUTION_TIME" and "30s" in row for row in rows)
+    assert any(row.split()[0] == "LISTEN_ADDRESS" and "127.0.0.1:8080" in row for row in rows)
+
+
+@pytest.mark.parametrize("env,args,needle", [
+    ({"MAX_MEMORY_MB": "lots"}, [], "MAX_MEMORY_MB"),
+    ({"MAX_EXECUTION_TIME": "-5"}, [], "MAX_EXECUTION_TIME"),
+    ({"MAX_CONCURRENT": "1.5"}, [], "MAX_CONCURRENT"),
+    ({"SANDBOX_BACKEND": "docker"}, [], "SANDBOX_BACKEND"),
+    ({"LISTEN_ADDRESS": "nowhere"}, [], "LISTEN_ADDRESS"),
+    ({}, ["--listen", "localhost"], "LISTEN_ADDRESS"),
+    ({}, ["--listen", "unix:relative/path"], "LISTEN_ADDRESS"),
+    ({}, ["--bogus"], "--help"),
+    ({}, ["extra-argument"], "extra-argument"),
+])
+def test_invalid_settings_exit_2(env, args, needle):
+    r = serve(args, env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr, r.stderr
+    assert "listening" not in r.stderr
+
+
+def test_port_in_use_fails_clearly(service):
+    r = serve(["--listen", service.address])
+    assert r.returncode == 1, r.stderr
+    assert "LISTEN_ADDRESS" in r.stderr and "in use" in r.stderr.lower(), r.stderr
+
+
+def test_sigterm_returns_0_and_logs_stop(start_service):
+    svc = start_service()
+    svc.signal(signal.SIGTERM)
+    assert svc.wait(timeout=30) == 0
+    assert any(line.startswith("{") and '"event":"stop"' in line for line in svc.log)

@@ -138,8 +138,7 @@ static void tmpfs_or_die(const char *dst, const char *opts, unsigned long flags)
 
 /* Host /etc entries the runtimes need, shown read-only. Absent ones are skipped. */
 static const char *const etc_binds[] = {
-        "ld.so.cache", "ssl", "ca-certificates", "alternatives", "python3", "python3.11",
-        "localtime", "mime.types", "fonts", "gai.conf",
+        "ld.so.cache", "ssl", "alternatives", "python3", "python3.11", "localtime",
 };
 
 static const char etc_passwd[] =
@@ -206,11 +205,10 @@ static void build_dev(const char *root)
                 snprintf(p, sizeof(p), "%s/dev/%s", root, nodes[i]);
                 snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
                 touch_or_die(p);
-                /* a bind keeps the host devtmpfs mount, where device access is allowed */
+                /* a bind keeps the host devtmpfs mount, where device access is allowed
+                 * (character devices are neither executable nor setuid: no remount) */
                 if (mount(src, p, NULL, MS_BIND, NULL) < 0)
                         die("bind-mounting %s", src);
-                if (mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | locked_flags(src), NULL) < 0)
-                        die("remounting %s", p);
         }
         static const char *const links[][2] = {
                 { "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" },

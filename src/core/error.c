@@ -29,6 +29,7 @@ void hxs_error_clear(hxs_error *err)
                 memset(err, 0, sizeof(*err));
 }
 
+__attribute__((format(printf, 5, 0)))
 static void vfill(hxs_error *err, hxs_error_kind kind, int ret, const char *field,
                   const char *fmt, va_list ap)
 {

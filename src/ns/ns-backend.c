@@ -82,7 +82,7 @@ static int arm_timer(int tfd, uint64_t ms)
 static int build_env(const hxs_request *req, char ***ret)
 {
         static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
-                                             "HOME=" NS_SANDBOX_HOME, "LANG=C.UTF-8" };
+                                             ("HOME=" NS_SANDBOX_HOME), "LANG=C.UTF-8" };
         size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 1;
         char **env = calloc(max, sizeof(char *));
         if (!env)

@@ -55,6 +55,7 @@ static void usage(FILE *f)
         }
 }
 
+__attribute__((format(printf, 2, 0)))
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         hxs_server *srv = cls;

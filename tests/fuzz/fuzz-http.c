@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target: the service's HTTP front (src/server/http.c), everything that reads
+ * client bytes there: routing, methods, X-Forwarded-Client-Cert (SPIFFE ID),
+ * Content-Length, Content-Type, Transfer-Encoding, the body in chunks, the request
+ * JSON, error replies and the log line.
+ *
+ * http_handler is driven the way MHD drives it (headers call, one call per body chunk,
+ * the final call, a resume for suspended requests, then http_completed) without a
+ * daemon: the link wraps (-Wl,--wrap) the few MHD functions that need a real
+ * connection, the engine health check, and log_call (to capture its line). The
+ * admission and loop functions are stubs defined here.
+ *
+ * Input, text, like a request:
+ *   METHOD URL\n                  (no space: URL is /api/v1/exec)
+ *   Name: value\n ...              headers, until an empty line
+ *   \n
+ *   body
+ * Pseudo-headers steer the harness: X-Fuzz-Chunk (body chunk size, 0 = whole),
+ * X-Fuzz-Max-Body (MAX_BODY_BYTES), X-Fuzz-Draining, X-Fuzz-Unhealthy, X-Fuzz-Admit
+ * (0 reply now, 1 overloaded, 2 suspend then reply, 3 suspend then the client leaves).
+ *
+ * Invariants: at most one response per request and exactly one unless the connection
+ * was closed; a known status; every JSON reply parses and error replies carry
+ * error.code and error.message; the caller taken from X-Forwarded-Client-Cert is short
+ * printable ASCII without quotes, and equals URI= in the plain case; a request is
+ * refused with 415 exactly when its Content-Type is not application/json; each
+ * execution request is logged once, as one valid JSON line.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/request.h"
+#include "server/json.h"
+#include "server/server.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                     \
+        do {                                                                            \
+                if (!(cond)) {                                                          \
+                        fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__,      \
+                                __LINE__, #cond);                                       \
+                        abort();                                                        \
+                }                                                                       \
+        } while (0)
+
+#define MAX_HEADERS 24
+
+static struct {
+        struct {
+                char *name, *value;
+        } h[MAX_HEADERS];
+        size_t nh;
+        int admit;              /* X-Fuzz-Admit */
+        bool unhealthy;
+        int queued;             /* responses queued */
+        unsigned status;
+        char *reply;            /* copy of the last response body */
+        size_t reply_len;
+        int logs;               /* log_call lines */
+        call *pending;          /* suspended by the admission stub */
+} fx;
+
+static int fake_connection;
+#define CONN ((struct MHD_Connection *)&fake_connection)
+
+/* ---- wrapped functions (-Wl,--wrap=NAME) ------------------------------------------ */
+
+const char *__wrap_MHD_lookup_connection_value(struct MHD_Connection *conn,
+                                               enum MHD_ValueKind kind, const char *key);
+enum MHD_Result __wrap_MHD_queue_response(struct MHD_Connection *conn, unsigned int status,
+                                          struct MHD_Response *resp);
+void __wrap_MHD_resume_connection(struct MHD_Connection *conn);
+struct MHD_Response *__wrap_MHD_create_response_from_buffer(size_t size, void *buffer,
+                                                            enum MHD_ResponseMemoryMode mode);
+struct MHD_Response *__real_MHD_create_response_from_buffer(size_t size, void *buffer,
+                                                            enum MHD_ResponseMemoryMode mode);
+int __wrap_hxs_engine_check(hxs_engine *engine, hxs_error *err);
+const char *__wrap_hxs_engine_backend_name(const hxs_engine *engine);
+void __wrap_hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
+void __wrap_log_call(const call *c, const hxs_result *res, const char *outcome_text,
+                     const char *error_code);
+void __real_log_call(const call *c, const hxs_result *res, const char *outcome_text,
+                     const char *error_code);
+
+const char *__wrap_MHD_lookup_connection_value(struct MHD_Connection *conn,
+                                               enum MHD_ValueKind kind, const char *key)
+{
+        CHECK(conn == CONN);
+        if (kind != MHD_HEADER_KIND)
+                return NULL;
+        for (size_t i = 0; i < fx.nh; i++)
+                if (strcasecmp(fx.h[i].name, key) == 0)
+                        return fx.h[i].value;
+        return NULL;
+}
+
+enum MHD_Result __wrap_MHD_queue_response(struct MHD_Connection *conn, unsigned int status,
+                                          struct MHD_Response *resp)
+{
+        CHECK(conn == CONN);
+        CHECK(resp != NULL);
+        fx.queued++;
+        fx.status = status;
+        return MHD_YES;
+}
+
+void __wrap_MHD_resume_connection(struct MHD_Connection *conn)
+{
+        CHECK(conn == CONN);
+}
+
+struct MHD_Response *__wrap_MHD_create_response_from_buffer(size_t size, void *buffer,
+                                                            enum MHD_ResponseMemoryMode mode)
+{
+        free(fx.reply);
+        fx.reply = malloc(size + 1);
+        CHECK(fx.reply != NULL);
+        memcpy(fx.reply, buffer, size);
+        fx.reply[size] = '\0';
+        fx.reply_len = size;
+        return __real_MHD_create_response_from_buffer(size, buffer, mode);
+}
+
+int __wrap_hxs_engine_check(hxs_engine *engine, hxs_error *err)
+{
+        if (!fx.unhealthy)
+                return 0;
+        err->kind = HXS_ERR_UNSUPPORTED;
+        snprintf(err->message, sizeof(err->message), "cgroup \xff\xfe not writable");
+        return -EACCES;
+}
+
+const char *__wrap_hxs_engine_backend_name(const hxs_engine *engine)
+{
+        return "namespaces";
+}
+
+/* Warm templates: half ready, with a reason that needs escaping in JSON. */
+void __wrap_hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret)
+{
+        *ret = (hxs_engine_stats){ .warm_enabled = !fx.unhealthy, .templates_ready = 1,
+                                   .templates_total = 2, .template_restarts = 3 };
+        snprintf(ret->warm_error, sizeof(ret->warm_error), "template \"sci\" \xff exited");
+}
+
+void __wrap_log_call(const call *c, const hxs_result *res, const char *outcome_text,
+                     const char *error_code)
+{
+        char *line = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&line, &len), *saved = stderr;
+        CHECK(mem != NULL);
+        stderr = mem;
+        __real_log_call(c, res, outcome_text, error_code);
+        stderr = saved;
+        CHECK(fclose(mem) == 0);
+
+        CHECK(len > 0 && line[len - 1] == '\n' && memchr(line, '\n', len) == line + len - 1);
+        json_error_t jerr;
+        json_t *o = json_loadb(line, len, 0, &jerr);
+        if (!o)
+                fprintf(stderr, "log line is not JSON (%s): %s", jerr.text, line);
+        CHECK(json_is_object(o));
+        CHECK(strcmp(json_string_value(json_object_get(o, "event")), "exec") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(o, "id")), c->id) == 0);
+        json_t *caller = json_object_get(o, "caller");
+        if (c->caller[0])
+                CHECK(caller && strcmp(json_string_value(caller), c->caller) == 0);
+        else
+                CHECK(caller == NULL);
+        json_decref(o);
+        free(line);
+        fx.logs++;
+}
+
+/* ---- the rest of the service, stubbed ------------------------------------------- */
+
+uint64_t now_ms(void)
+{
+        static uint64_t t = 1000000;
+        return t += 7;
+}
+
+int loop_add(hxs_server *srv, watch *w, int fd, uint32_t events)
+{
+        w->fd = fd;
+        return 0;
+}
+
+void loop_del(hxs_server *srv, watch *w)
+{
+        w->fd = -1;
+}
+
+static void reply_result(call *c)
+{
+        hxs_result res = { 0 };
+        res.stdout_data = strdup("hello \xff\n");
+        res.stdout_len = strlen(res.stdout_data);
+        res.exit_code = 0;
+        json_t *o = hxs_result_to_json(&res, c->id);
+        CHECK(o != NULL);
+        free(c->reply);
+        c->reply = json_dumps(o, JSON_COMPACT);
+        CHECK(c->reply != NULL);
+        c->reply_len = strlen(c->reply);
+        c->status = 200;
+        json_decref(o);
+        hxs_result_clear(&res);
+}
+
+void admission_submit(call *c)
+{
+        hxs_error err = { 0 };
+
+        CHECK(c->parsed && c->req != NULL && c->is_exec);
+        CHECK(hxs_request_validate(c->req, &c->srv->cfg, &err) == 0);
+        CHECK(c->timeout_s >= 1 && c->timeout_s <= c->srv->cfg.max_timeout_s);
+        CHECK(c->memory_mb >= 16 && c->memory_mb <= c->srv->cfg.max_memory_mb);
+        switch (fx.admit) {
+        case 1:
+                call_set_error(c, 429, "overloaded", "no execution slot is free; retry later");
+                c->retry_after_s = 1;
+                c->state = CALL_REPLY;
+                break;
+        case 2:
+        case 3:
+                c->suspended = true;
+                c->state = CALL_RUNNING;
+                fx.pending = c;
+                break;
+        default:
+                reply_result(c);
+                c->state = CALL_REPLY;
+                break;
+        }
+}
+
+void admission_forget(call *c)
+{
+        c->state = CALL_DONE;
+}
+
+/* ---- the harness ------------------------------------------------------------------ */
+
+static const char *header(const char *name)
+{
+        return __wrap_MHD_lookup_connection_value(CONN, MHD_HEADER_KIND, name);
+}
+
+static bool is_json_content_type(const char *ct)
+{
+        if (!ct)
+                return false;
+        ct += strspn(ct, " \t");
+        if (strncasecmp(ct, "application/json", 16) != 0)
+                return false;
+        ct += 16;
+        ct += strspn(ct, " \t");
+        return *ct == '\0' || *ct == ';';
+}
+
+static void check_caller(const call *c)
+{
+        CHECK(memchr(c->caller, '\0', sizeof(c->caller)) != NULL);
+        for (const char *p = c->caller; *p; p++)
+                CHECK((unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f && *p != '"');
+
+        /* The plain case: one element, pairs without quotes, escapes or commas. */
+        const char *x = header("X-Forwarded-Client-Cert");
+        if (!x || !c->is_exec || strpbrk(x, "\",\\"))
+                return;
+        const char *uri = NULL;
+        for (const char *p = x; p;) {
+                p += strspn(p, " ");
+                if (strncasecmp(p, "URI=", 4) == 0) {
+                        uri = p + 4;
+                        break;
+                }
+                p = strchr(p, ';');
+                if (p)
+                        p++;
+        }
+        if (!uri)
+                CHECK(c->caller[0] == '\0');
+        else {
+                size_t n = strcspn(uri, ";");
+                bool simple = n < sizeof(c->caller);
+                for (size_t i = 0; i < n; i++)
+                        simple &= (unsigned char)uri[i] > 0x20 && (unsigned char)uri[i] < 0x7f;
+                if (simple)
+                        CHECK(strlen(c->caller) == n && strncmp(c->caller, uri, n) == 0);
+        }
+}
+
+static void check_reply(route rt, bool closed)
+{
+        static const unsigned known[] = { 200, 400, 404, 405, 413, 415, 422, 429, 500, 503 };
+
+        CHECK(fx.queued <= 1);
+        if (!closed)
+                CHECK(fx.queued == 1);
+        if (!fx.queued)
+                return;
+        bool ok = false;
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+                ok |= fx.status == known[i];
+        if (!ok)
+                fprintf(stderr, "unexpected status %u\n", fx.status);
+        CHECK(ok);
+        CHECK(fx.reply != NULL);
+        if (rt == ROUTE_METRICS && fx.status == 200) {
+                CHECK(strlen(fx.reply) == fx.reply_len);
+                return;
+        }
+        json_error_t jerr;
+        json_t *o = json_loadb(fx.reply, fx.reply_len, JSON_ALLOW_NUL, &jerr);
+        if (!o)
+                fprintf(stderr, "reply is not JSON (%s): %.*s\n", jerr.text, (int)fx.reply_len,
+                        fx.reply);
+        CHECK(json_is_object(o));
+        if (fx.status != 200 && !(rt == ROUTE_HEALTH && fx.status == 503)) {
+                json_t *e = json_object_get(o, "error");
+                CHECK(json_is_object(e));
+                CHECK(json_is_string(json_object_get(e, "code")));
+                CHECK(json_is_string(json_object_get(e, "message")));
+        }
+        json_decref(o);
+}
+
+static void reset(void)
+{
+        for (size_t i = 0; i < fx.nh; i++) {
+                free(fx.h[i].name);
+                free(fx.h[i].value);
+        }
+        free(fx.reply);
+        memset(&fx, 0, sizeof(fx));
+}
+
+static char *copy(const char *s, size_t n)
+{
+        char *p = malloc(n + 1);
+        CHECK(p != NULL);
+        memcpy(p, s, n);
+        p[n] = '\0';
+        return p;
+}
+
+static hxs_server srv;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        const char *in = (const char *)data, *end = in + size;
+        char method[32] = "POST", *url;
+
+        reset();
+        memset(&srv, 0, sizeof(srv));
+        hxs_config_defaults(&srv.cfg);
+        srv.cfg.max_concurrent = 2;
+        TAILQ_INIT(&srv.queue);
+        TAILQ_INIT(&srv.running);
+        srv.listen_fd = srv.epfd = srv.sigfd = srv.timerfd = -1;
+
+        /* Request line. */
+        const char *nl = memchr(in, '\n', size);
+        const char *line_end = nl ? nl : end;
+        const char *sp = memchr(in, ' ', (size_t)(line_end - in));
+        if (sp) {
+                size_t ml = (size_t)(sp - in);
+                snprintf(method, sizeof(method), "%.*s", (int)ml, in);
+                url = copy(sp + 1, (size_t)(line_end - sp - 1));
+        } else {
+                if (line_end > in)
+                        snprintf(method, sizeof(method), "%.*s", (int)(line_end - in), in);
+                url = copy("/api/v1/exec", 12);
+        }
+        /* C strings, as MHD hands them over. */
+        method[strcspn(method, "\r")] = '\0';
+        url[strcspn(url, "\r")] = '\0';
+        const char *p = nl ? nl + 1 : end;
+
+        /* Headers until an empty line. */
+        size_t chunk = 0;
+        while (p < end) {
+                nl = memchr(p, '\n', (size_t)(end - p));
+                line_end = nl ? nl : end;
+                size_t ll = (size_t)(line_end - p);
+                if (ll && p[ll - 1] == '\r')
+                        ll--;
+                if (ll == 0) {
+                        p = nl ? nl + 1 : end;
+                        break;
+                }
+                const char *colon = memchr(p, ':', ll);
+                if (colon && fx.nh < MAX_HEADERS) {
+                        const char *v = colon + 1;
+                        while (v < p + ll && (*v == ' ' || *v == '\t'))
+                                v++;
+                        char *name = copy(p, (size_t)(colon - p));
+                        char *value = copy(v, (size_t)(p + ll - v));
+                        /* MHD never hands over a NUL inside a header. */
+                        fx.h[fx.nh].name = name;
+                        fx.h[fx.nh].value = value;
+                        fx.nh++;
+                        if (strcasecmp(name, "X-Fuzz-Chunk") == 0)
+                                chunk = strtoul(value, NULL, 10);
+                        else if (strcasecmp(name, "X-Fuzz-Max-Body") == 0)
+                                (void)hxs_config_set(&srv.cfg, "MAX_BODY_BYTES", value, NULL);
+                        else if (strcasecmp(name, "X-Fuzz-Draining") == 0)
+                                srv.draining = true;
+                        else if (strcasecmp(name, "X-Fuzz-Unhealthy") == 0)
+                                fx.unhealthy = true;
+                        else if (strcasecmp(name, "X-Fuzz-Admit") == 0)
+                                fx.admit = atoi(value) & 3;
+                }
+                p = nl ? nl + 1 : end;
+        }
+        const char *body = p;
+        size_t body_len = (size_t)(end - p);
+        if (chunk == 0 || chunk > body_len)
+                chunk = body_len ? body_len : 1;
+
+        /* The headers call. */
+        void *req_cls = NULL;
+        size_t zero = 0;
+        bool closed = false;
+        enum MHD_Result r = http_handler(&srv, CONN, url, method, "HTTP/1.1", NULL, &zero,
+                                         &req_cls);
+        call *c = req_cls;
+        CHECK(c != NULL);
+        route rt = c->route;
+        bool is_exec = c->is_exec;
+        check_caller(c);
+        if (r == MHD_NO)
+                closed = true;
+
+        /* The body, in chunks, until a response is queued or the connection closes. */
+        for (size_t off = 0; !closed && !fx.queued && off < body_len; off += chunk) {
+                size_t n = body_len - off < chunk ? body_len - off : chunk;
+                char *piece = copy(body + off, n);
+                size_t left = n;
+                r = http_handler(&srv, CONN, url, method, "HTTP/1.1", piece, &left, &req_cls);
+                free(piece);
+                CHECK(left == 0);
+                CHECK(req_cls == c);
+                if (r == MHD_NO)
+                        closed = true;
+        }
+        /* The final call, and the resume of a suspended request. */
+        if (!closed && !fx.queued) {
+                zero = 0;
+                r = http_handler(&srv, CONN, url, method, "HTTP/1.1", NULL, &zero, &req_cls);
+                if (r == MHD_NO)
+                        closed = true;
+        }
+        if (!closed && fx.pending) {
+                CHECK(fx.pending == c && c->suspended && !fx.queued);
+                if (fx.admit == 3) {
+                        c->state = CALL_GONE;
+                        c->logged = true;
+                        call_resume(c);
+                } else {
+                        reply_result(c);
+                        c->state = CALL_REPLY;
+                        call_resume(c);
+                }
+                CHECK(!c->suspended);
+                zero = 0;
+                r = http_handler(&srv, CONN, url, method, "HTTP/1.1", NULL, &zero, &req_cls);
+                if (r == MHD_NO)
+                        closed = true;
+        }
+        if (!closed)
+                CHECK(c->state == CALL_DONE);
+
+        /* 415 exactly when an execution request that got that far is not JSON. */
+        if (is_exec && fx.queued && !srv.draining) {
+                const char *cl = header("Content-Length");
+                bool small = !cl || strtoull(cl, NULL, 10) <= srv.cfg.max_body_bytes;
+                if (small)
+                        CHECK((fx.status == 415) == !is_json_content_type(header("Content-Type")));
+        }
+        if (!is_exec)
+                CHECK(c->caller[0] == '\0');
+        check_reply(rt, closed);
+
+        http_completed(&srv, CONN, &req_cls,
+                       closed ? MHD_REQUEST_TERMINATED_WITH_ERROR : MHD_REQUEST_TERMINATED_COMPLETED_OK);
+        CHECK(req_cls == NULL);
+        CHECK(fx.logs == (is_exec && !(fx.admit == 3 && fx.pending) ? 1 : 0));
+        CHECK(srv.n_held == 0);
+
+        free(url);
+        reset();
+        return 0;
+}

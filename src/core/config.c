@@ -200,7 +200,7 @@ static int check_listen(const char *v)
         errno = 0;
         unsigned long port = strtoul(colon + 1, &end, 10);
         /* port 0: the kernel picks one (the service prints which) */
-        if (errno || *end || port > 65535 || !isdigit((unsigned char)colon[1]))
+        if (errno || *end || port > 65535 || !isdigit((unsigned char)colon[1]) || end - colon > 6)
                 return -EINVAL;
         return 0;
 }

@@ -153,6 +153,8 @@ static int no_memory(hxs_error *err)
  * \xNN, cut with "..." when too long. */
 static const char *quote_name(char *buf, size_t cap, const char *name)
 {
+        if (!*name)
+                return "\"\" (the empty name)";
         size_t o = 0;
         const char *p = name;
         for (; *p; p++) {
@@ -286,7 +288,7 @@ static int fill_request(hxs_request *req, json_t *root, const hxs_config *cfg, h
                         if (strcmp(key, known_fields[i]) == 0)
                                 known = true;
                 if (!known)
-                        return invalid(err, strlen(key) < sizeof(err->field) ? key : "body",
+                        return invalid(err, key[0] && strlen(key) < sizeof(err->field) ? key : "body",
                                        "%s: unknown field (the fields are " FIELD_LIST ")",
                                        quote_name(q, sizeof(q), key));
         }

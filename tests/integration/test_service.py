@@ -489,6 +489,7 @@ def test_one_log_line_per_execution(service):
     assert rec["caller"] == "spiffe://cluster.local/ns/acme/sa/agent-one"
     assert rec["language"] == "bash" and rec["timeout"] == 7 and rec["memory_mb"] == 100
     assert rec["outcome"] == "ok" and rec["exit_code"] == 0 and rec["status"] == 200
+    assert rec["start"] == "cold"  # bash never starts from a warm template
     assert rec["code_bytes"] == len(f"echo ok # {secret_code}")
     assert isinstance(rec["execution_time_ms"], int) and isinstance(rec["memory_used_mb"], int)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", rec["ts"])
@@ -541,8 +542,6 @@ def test_sandbox_setup_failure_is_500_with_the_reason(start_service, openapi):
     assert http_request(svc.url, "GET", "/metrics")[0] == 200
 
 
-@pytest.mark.xfail(reason="engine: hxs_engine_check does not look at SANDBOX_ROOTFS yet, so /health "
-                          "says ok while every execution fails to set up", strict=False)
 def test_health_is_503_unhealthy_when_sandboxes_cannot_run(start_service, openapi):
     svc = start_service(env={"SANDBOX_ROOTFS": "/nonexistent-hxs-rootfs"})
     status, hdrs, h = http_request(svc.url, "GET", "/health")

@@ -244,6 +244,12 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 
         if ((r = write_id_maps(x->pid, cfg->uid_base, err)) < 0)
                 goto fail;
+        /* maps done: the child builds its root while we move it into the cgroups */
+        if (write(sync_p[1], "m", 1) != 1) {
+                r = negative_errno();
+                hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
+                goto fail;
+        }
         if ((r = cg_exec_attach(&x->cg, x->pid, err)) < 0)
                 goto fail;
         /* PID 1 must outlive the program under memory pressure, so that the status

@@ -473,8 +473,12 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
                 for (int sig = 1; sig < _NSIG; sig++)
                         if (sig != SIGKILL && sig != SIGSTOP)
                                 (void)signal(sig, SIG_DFL);
+        /* Two bytes from the supervisor: 'm' once our uid/gid maps are written, 'g' once
+         * this process is in the sandbox's cgroups. The root is built in between, while
+         * the supervisor waits on the kernel for the cgroup move (on cgroup v1 that can
+         * take an RCU grace period); nothing of the request's runs before 'g'. */
         char go;
-        if (read(a->sync_fd, &go, 1) != 1)
+        if (read(a->sync_fd, &go, 1) != 1 || go != 'm')
                 _exit(127); /* supervisor gone, or it gave up on us */
 
         /* The supervisor has written our uid/gid maps: become the namespace's root. */
@@ -486,14 +490,10 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 _exit(127);
         struct pollfd pfd = { .fd = a->sync_fd, .events = POLLIN };
-        if (poll(&pfd, 1, 0) != 0)
+        if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
                 _exit(127);
-        close(a->sync_fd);
         if (setgroups(0, NULL) < 0)
                 die("setgroups");
-        /* cgroup namespace now, so the sandbox's own cgroup is its root */
-        if (unshare(CLONE_NEWCGROUP) < 0)
-                die("unsharing the cgroup namespace");
         if (sethostname("sandbox", 7) < 0)
                 die("sethostname");
         payload_view pl;
@@ -505,6 +505,13 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         close(a->payload_fd);
         loopback_up();
         build_root(a, &pl);
+
+        if (read(a->sync_fd, &go, 1) != 1 || go != 'g')
+                _exit(127); /* the supervisor could not place us in the cgroups */
+        close(a->sync_fd);
+        /* cgroup namespace now, so the sandbox's own cgroup is its root */
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                die("unsharing the cgroup namespace");
 
         pid_t program = fork();
         if (program < 0)

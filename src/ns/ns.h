@@ -32,7 +32,7 @@ typedef struct ns_child_args {
         const char *interpreter;        /* absolute path, exec'd (cold) */
         const char *code_name;          /* "main.py": the code goes to /code/<code_name> */
         int payload_fd;                 /* sealed memfd: code and environment (payload.h) */
-        int sync_fd;                    /* read: one byte "go" once maps and cgroups are set */
+        int sync_fd;                    /* read: 'm' once the id maps are written, 'g' once in the cgroups */
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */
         int stdin_fd, stdout_fd, stderr_fd; /* stdin_fd < 0: /dev/null */
         bool warm;                      /* return into the caller instead of exec'ing */

@@ -23,6 +23,7 @@ typedef enum setting_type {
         SET_LISTEN,     /* host:port | :port | unix:/path */
         SET_CPUS,       /* 0.5, 1, 2 -> thousandths */
         SET_BOOL,       /* on/off, true/false, 1/0, yes/no */
+        SET_RESERVED,   /* a string this build cannot use yet: only "" is accepted */
         SET_TYPE_MAX,
 } setting_type;
 
@@ -94,10 +95,12 @@ static const setting settings[] = {
           SET_STRING, STR(rootfs), 0, 0 },
         { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state" },
           SET_STRING, STR(state_dir), 0, 0 },
-        { { "PACKAGES_WHEELHOUSE", "", "directory of wheels that packages= may install from" },
-          SET_STRING, STR(packages_wheelhouse), 0, 0 },
-        { { "PACKAGES_INDEX_URL", "", "package index the service (never the sandbox) may install from" },
-          SET_STRING, STR(packages_index_url), 0, 0 },
+        { { "PACKAGES_WHEELHOUSE", "",
+            "directory of wheels packages= may install from (reserved: not in this build)" },
+          SET_RESERVED, STR(packages_wheelhouse), 0, 0 },
+        { { "PACKAGES_INDEX_URL", "",
+            "package index the service may install from (reserved: not in this build)" },
+          SET_RESERVED, STR(packages_index_url), 0, 0 },
 };
 
 static const char *const backend_names[HXS_BACKEND_MAX] = {
@@ -255,6 +258,13 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                                               s->info.env, value);
                 _fallthrough_;
         case SET_STRING:
+        case SET_RESERVED:
+                /* a reserved setting accepted silently would promise what nothing does */
+                if (s->type == SET_RESERVED && value[0])
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                              "%s: installing packages is not part of this build "
+                                              "(packages= accepts what the image already has)",
+                                              s->info.env);
                 if (strlen(value) >= s->size)
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                               "%s: longer than %zu characters", s->info.env,

@@ -106,6 +106,14 @@ static void test_from_env(void **state)
         assert_string_equal(err.field, "STATE_DIR");
         unsetenv("STATE_DIR");
         unsetenv("MAX_EXECUTION_TIME");
+        /* reserved settings: empty is fine, a value is refused rather than ignored */
+        setenv("PACKAGES_INDEX_URL", "", 1);
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+        setenv("PACKAGES_INDEX_URL", "http://127.0.0.1:1/simple", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "PACKAGES_INDEX_URL");
+        assert_non_null(strstr(err.message, "not part of this build"));
+        unsetenv("PACKAGES_INDEX_URL");
 }
 
 static void test_table(void **state)

@@ -14,6 +14,8 @@ import stat
 import subprocess
 import tempfile
 
+from pathlib import Path
+
 import pytest
 
 from conftest import BIN, free_port, http_request, post_exec
@@ -120,6 +122,10 @@ def test_help_prints_every_setting():
     assert len(names) == len(set(names)) and len(names) >= len(CONTRACT_SETTINGS)
     assert any(row.split()[0] == "MAX_EXECUTION_TIME" and "30s" in row for row in rows)
     assert any(row.split()[0] == "LISTEN_ADDRESS" and "127.0.0.1:8080" in row for row in rows)
+    # the README's configuration table is the same list
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [n for n in names if "| `%s` |" % n not in readme]
+    assert not missing, "README.md's configuration table lacks %s" % missing
 
 
 @pytest.mark.parametrize("env,args,needle", [
@@ -132,6 +138,7 @@ def test_help_prints_every_setting():
     ({}, ["--listen", "unix:relative/path"], "LISTEN_ADDRESS"),
     ({}, ["--bogus"], "--help"),
     ({}, ["extra-argument"], "extra-argument"),
+    ({"PACKAGES_WHEELHOUSE": "/srv/wheels"}, [], "PACKAGES_WHEELHOUSE"),
 ])
 def test_invalid_settings_exit_2(env, args, needle):
     r = serve(args, env=env)

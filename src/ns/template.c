@@ -283,6 +283,10 @@ bool template_eligible(hxs_templates *ts, const hxs_request *req)
                 if (strncmp(n, "PYTHON", 6) == 0 || strcmp(n, "LANG") == 0 || strncmp(n, "LC_", 3) == 0)
                         return false;
         }
+        /* The interpreter reads a file with NUL bytes line by line as C strings (each
+         * line ends at its NUL); compile() refuses such source. Cold is exact. */
+        if (memchr(req->code, '\0', req->code_len))
+                return false;
         return true;
 }
 

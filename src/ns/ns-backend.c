@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -170,6 +171,27 @@ static int spawn_cold(const ns_child_args *args, pid_t *ret_pid, int *ret_pidfd)
         return 0;
 }
 
+/* The child may have failed first (its root could not be built), and our own step
+ * then fails only as a consequence ("No such process", "Broken pipe"): its report
+ * says why. It exits at once once its sync pipe is closed, so the wait is short. */
+static void prefer_child_reason(hxs_exec *x, hxs_error *err)
+{
+        if (x->pidfd < 0 || x->report_fd < 0)
+                return;
+        struct pollfd p = { .fd = x->pidfd, .events = POLLIN };
+        if (poll(&p, 1, 250) <= 0)
+                return;
+        p = (struct pollfd){ .fd = x->report_fd, .events = POLLIN };
+        if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
+                return;
+        char buf[512];
+        ssize_t n = read(x->report_fd, buf, sizeof(buf) - 1);
+        if (n < 2 || buf[0] != NS_REPORT_ERROR)
+                return;
+        buf[n] = '\0';
+        hxs_fail(err, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", buf + 1);
+}
+
 static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 {
         const hxs_config *cfg = &e->cfg;
@@ -292,6 +314,8 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 fail:
         close_fd(&payload_fd);
         close_pair(sync_p); /* the child reads EOF and exits, if it exists */
+        if (x->pid > 0)
+                prefer_child_reason(x, err);
         close_pair(report_p);
         close_pair(out_p);
         close_pair(err_p);
@@ -520,16 +544,21 @@ static int ns_init(hxs_engine *e, hxs_error *err)
         /* The mount point for new roots: one shared empty directory, used only inside
          * each sandbox's private mount namespace. */
         if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR %s: %s",
-                                e->cfg.state_dir, strerror(errno));
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
+                                      "STATE_DIR: %s: %s", e->cfg.state_dir, strerror(errno));
         snprintf(e->mountpoint, sizeof(e->mountpoint), "%s/root", e->cfg.state_dir);
         if (mkdir(e->mountpoint, 0755) < 0 && errno != EEXIST)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "creating %s: %s", e->mountpoint,
-                                strerror(errno));
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
+                                      "STATE_DIR: creating %s: %s", e->mountpoint, strerror(errno));
         r = check_searchable(e->mountpoint, err);
         if (r < 0)
                 return r;
-        if (e->cfg.warm) {
+        if (e->cfg.warm && e->cfg.rootfs[0]) {
+                /* a template is the host's interpreter: it would not be the root's */
+                snprintf(e->template_error, sizeof(e->template_error),
+                         "SANDBOX_ROOTFS is set: warm templates run the host's Python, so every "
+                         "execution starts cold from the configured root");
+        } else if (e->cfg.warm) {
                 hxs_error terr = { 0 };
                 if (templates_new(&e->cfg, &e->cg, &e->templates, &terr) < 0)
                         snprintf(e->template_error, sizeof(e->template_error), "%s", terr.message);

@@ -52,9 +52,14 @@ _printf_(1, 2) static _Noreturn void die(const char *fmt, ...)
         va_end(ap);
         if (n < 0)
                 n = 0;
-        size_t len = 1 + ((size_t)n < sizeof(buf) - 1 ? (size_t)n : sizeof(buf) - 2);
-        if (saved && len < sizeof(buf) - 1)
-                len += (size_t)snprintf(buf + len, sizeof(buf) - len, ": %s", strerror(saved));
+        size_t len = 1 + ((size_t)n < sizeof(buf) - 2 ? (size_t)n : sizeof(buf) - 3);
+        if (saved && len < sizeof(buf) - 2) {
+                int m = snprintf(buf + len, sizeof(buf) - 1 - len, ": %s", strerror(saved));
+                if (m > 0)
+                        len += (size_t)m < sizeof(buf) - 2 - len ? (size_t)m : sizeof(buf) - 2 - len;
+        }
+        /* the text ends with its NUL: PID 1's status record may follow in the pipe */
+        buf[len++] = '\0';
         if (report_fd >= 0)
                 (void)!write(report_fd, buf, len);
         _exit(127);

@@ -447,13 +447,17 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
                 if (!c)
                         return MHD_NO;
                 *req_cls = c;
-                return on_headers(c, method);
+                enum MHD_Result ret = on_headers(c, method);
+                if (c->state != CALL_READING)
+                        conn_request_read(conn); /* answered from the headers alone */
+                return ret;
         }
         if (*upload_data_size) {
                 size_t size = *upload_data_size;
                 *upload_data_size = 0;
                 return on_body(c, upload_data, size);
         }
+        conn_request_read(conn); /* the whole body is in */
         switch (c->state) {
         case CALL_READING:
                 return on_complete(c);
@@ -480,6 +484,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         hxs_server *srv = cls;
         call *c = *req_cls;
 
+        conn_request_done(conn);
         if (!c)
                 return;
         *req_cls = NULL;

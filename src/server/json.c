@@ -368,8 +368,14 @@ int hxs_request_from_json(const char *body, size_t len, const hxs_config *cfg,
                         return duplicate_key(&jerr, err);
                 /* jansson may quote the offending bytes, which need not be UTF-8. */
                 hxs_utf8_lossy_copy(text, sizeof(text), jerr.text, strlen(jerr.text));
-                return invalid(err, "body", "body: invalid JSON at line %d, column %d: %s",
-                               jerr.line, jerr.column, text);
+                /* Two refusals jansson makes before any field rule runs, said in our terms. */
+                const char *hint = "";
+                if (strstr(jerr.text, "NUL byte in object key"))
+                        hint = " (names cannot hold U+0000: env_vars names and field names alike)";
+                else if (strstr(jerr.text, "too big integer"))
+                        hint = " (beyond 64 bits; timeout and memory_mb are small positive integers)";
+                return invalid(err, "body", "body: invalid JSON at line %d, column %d: %s%s",
+                               jerr.line, jerr.column, text, hint);
         }
         if (!json_is_object(root)) {
                 json_decref(root);

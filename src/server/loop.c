@@ -52,6 +52,9 @@ void loop_del(hxs_server *srv, watch *w)
 static void arm_timer(hxs_server *srv)
 {
         uint64_t now = now_ms(), deadline = admission_next_deadline(srv);
+        uint64_t reads = conn_next_deadline(srv);
+        if (reads < deadline)
+                deadline = reads;
         MHD_UNSIGNED_LONG_LONG mhd_ms;
 
         if (MHD_get_timeout(srv->mhd, &mhd_ms) == MHD_YES && now + mhd_ms < deadline)
@@ -155,6 +158,7 @@ int loop_run(hxs_server *srv)
                         }
                 }
                 admission_tick(srv, now_ms());
+                conn_reap_slow(srv, now_ms());
                 run_mhd(srv);
 
                 if (srv->draining) {

@@ -145,6 +145,7 @@ static int start_mhd(hxs_server *srv)
                 MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY_BYTES,
                 MHD_OPTION_NOTIFY_COMPLETED, http_completed, srv,
+                MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
                 MHD_OPTION_END);
         if (!srv->mhd)

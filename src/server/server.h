@@ -138,6 +138,11 @@ typedef struct metrics {
         uint64_t http[ROUTE_MAX][600];  /* by status code */
 } metrics;
 
+/* A connection must deliver each request whole within this (conn.c). */
+#define REQUEST_READ_TIMEOUT_S 30u
+
+typedef struct conn_watch conn_watch;
+
 typedef struct hxs_server {
         hxs_config cfg;
         hxs_engine *engine;
@@ -152,6 +157,9 @@ typedef struct hxs_server {
         int listen_fd;                  /* handed to MHD, which closes it */
         char unix_path[108];            /* socket file to remove on exit, "" if TCP */
         char listen_text[300];          /* what we print: 127.0.0.1:8080, unix:/x */
+
+        /* open connections, for the request-read deadline (conn.c) */
+        conn_watch *conns;
 
         /* admission */
         struct call_list queue;         /* FIFO of CALL_QUEUED */
@@ -185,6 +193,14 @@ int loop_run(hxs_server *srv);
 /* listen.c: a listening socket for LISTEN_ADDRESS; err says why not. */
 int listen_open(hxs_server *srv, const char *address, hxs_error *err);
 void listen_cleanup(hxs_server *srv);
+
+/* conn.c */
+void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                 enum MHD_ConnectionNotificationCode toe);
+void conn_request_read(struct MHD_Connection *conn);    /* read whole: no deadline */
+void conn_request_done(struct MHD_Connection *conn);    /* answered: the next one's clock starts */
+uint64_t conn_next_deadline(const hxs_server *srv);
+void conn_reap_slow(hxs_server *srv, uint64_t now);
 
 /* http.c */
 enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url,

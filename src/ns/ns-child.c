@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -460,6 +461,20 @@ static void close_all_except(const int *keep, size_t n)
         (void)syscall(SYS_close_range, from, ~0U, 0);
 }
 
+void ns_reset_signal_dispositions(void)
+{
+        /* the kernel's struct sigaction: handler, flags, restorer, mask */
+        struct {
+                void (*handler)(int);
+                unsigned long flags;
+                void (*restorer)(void);
+                uint64_t mask;
+        } dfl = { SIG_DFL, 0, NULL, 0 };
+        for (int sig = 1; sig < _NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        (void)syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+}
+
 void ns_child_main(const ns_child_args *a, ns_program *ret)
 {
         const int keep[] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd, a->stderr_fd,
@@ -475,9 +490,7 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
          * program must start with default dispositions. A warm template is a fresh
          * interpreter whose own dispositions are the ones a cold run would have. */
         if (!a->warm)
-                for (int sig = 1; sig < _NSIG; sig++)
-                        if (sig != SIGKILL && sig != SIGSTOP)
-                                (void)signal(sig, SIG_DFL);
+                ns_reset_signal_dispositions();
         /* Two bytes from the supervisor: 'm' once our uid/gid maps are written, 'g' once
          * this process is in the sandbox's cgroups. The root is built in between, while
          * the supervisor waits on the kernel for the cgroup move (on cgroup v1 that can

@@ -48,3 +48,8 @@ typedef struct ns_program {
  * execs). Warm: returns only in the program process, with every restriction in place
  * (user, capabilities, no_new_privs, seccomp, rlimits, stdio, cwd), and *ret filled. */
 void ns_child_main(const ns_child_args *a, ns_program *ret);
+
+/* Every signal's disposition back to SIG_DFL, through the system call: libc refuses
+ * to touch the two real-time signals it reserves, which a parent may have ignored
+ * and exec would keep ignored. */
+void ns_reset_signal_dispositions(void);

@@ -76,6 +76,8 @@ static _Noreturn void exec_template(const hxs_templates *ts, const template *t, 
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        /* the interpreter must start as a cold one does, whatever the service inherited */
+        ns_reset_signal_dispositions();
         if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
                 _exit(127);
         /* after the uid change, which clears it */

@@ -292,3 +292,29 @@ def test_sigkill_of_the_cli_kills_the_sandbox_and_next_start_sweeps(tmp_path):
     p = run(["exec", "-c", "print(1)"])
     assert p.returncode == 0
     assert not [c for c in _engine_cgroups() if c.startswith(f"s{proc.pid}.")]
+
+
+def _ignore_signals_like_a_careless_parent():
+    """preexec_fn: SIG_IGN for SIGPIPE, SIGUSR1 and the two real-time signals libc
+    reserves (32, 33), set through the system call (libc refuses those two)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class KSigaction(ctypes.Structure):
+        _fields_ = [("handler", ctypes.c_void_p), ("flags", ctypes.c_ulong),
+                    ("restorer", ctypes.c_void_p), ("mask", ctypes.c_uint64)]
+
+    ign = KSigaction(1, 0, None, 0)  # SIG_IGN
+    for sig in (signal.SIGPIPE, signal.SIGUSR1, 32, 33):
+        libc.syscall(13, sig, ctypes.byref(ign), None, 8)  # rt_sigaction
+
+
+def test_program_starts_with_default_dispositions_whatever_the_parent_ignored():
+    probe = [BIN, "exec", "-l", "bash", "-c", "grep SigIgn /proc/self/status"]
+    parent = subprocess.run(["bash", "-c", "grep SigIgn /proc/self/status"], capture_output=True,
+                            preexec_fn=_ignore_signals_like_a_careless_parent, timeout=30)
+    assert parent.stdout.strip() != b"SigIgn:\t0000000000000000"  # the parent's state did carry over
+    r = subprocess.run(probe, capture_output=True, preexec_fn=_ignore_signals_like_a_careless_parent,
+                       timeout=120)
+    assert r.returncode == 0, r
+    assert r.stdout.strip() == b"SigIgn:\t0000000000000000", r.stdout

@@ -208,12 +208,10 @@ static void finish(call *c)
         } else {
                 outcome o = outcome_of(&res);
                 metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
-                json_t *j = hxs_result_to_json(&res, c->id);
                 free(c->reply);
-                c->reply = j ? json_dumps(j, JSON_COMPACT) : NULL;
-                c->reply_len = c->reply ? strlen(c->reply) : 0;
+                c->reply_len = 0;
+                c->reply = hxs_result_to_text(&res, c->id, &c->reply_len);
                 c->status = 200;
-                json_decref(j);
                 log_call(c, &res, outcome_name(o), NULL);
         }
         c->logged = true;

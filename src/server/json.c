@@ -437,3 +437,113 @@ json_t *hxs_result_to_json(const hxs_result *res, const char *id)
         }
         return o;
 }
+
+/* ---- the result as text, in one pass per string -------------------------------- */
+
+/* A JSON string of bytes, as jansson would dump hxs_json_string_lossy() of them:
+ * U+FFFD for each maximal invalid subsequence, the escapes json_dumps() uses. With
+ * out NULL, only counts. Large program output is the common case: it is converted
+ * once, straight into the reply, instead of into a jansson string and again out. */
+static size_t put_string(char *out, const char *data, size_t len)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        const unsigned char *p = (const unsigned char *)data;
+        size_t o = 0, i = 0;
+
+        if (out)
+                out[o] = '"';
+        o++;
+        while (i < len) {
+                unsigned char b = p[i];
+                if (b >= 0x20 && b < 0x80 && b != '"' && b != '\\') {
+                        /* the common run: plain ASCII, copied as is */
+                        size_t j = i + 1;
+                        while (j < len && p[j] >= 0x20 && p[j] < 0x80 && p[j] != '"' && p[j] != '\\')
+                                j++;
+                        if (out)
+                                memcpy(out + o, p + i, j - i);
+                        o += j - i;
+                        i = j;
+                        continue;
+                }
+                if (b < 0x80) {
+                        char esc = b == '"' ? '"' : b == '\\' ? '\\' : b == '\b' ? 'b' : b == '\f' ? 'f' :
+                                   b == '\n' ? 'n' : b == '\r' ? 'r' : b == '\t' ? 't' : 0;
+                        if (esc) {
+                                if (out) {
+                                        out[o] = '\\';
+                                        out[o + 1] = esc;
+                                }
+                                o += 2;
+                        } else {
+                                if (out) {
+                                        memcpy(out + o, "\\u00", 4);
+                                        out[o + 4] = hex[b >> 4];
+                                        out[o + 5] = hex[b & 15];
+                                }
+                                o += 6;
+                        }
+                        i++;
+                        continue;
+                }
+                int c = utf8_char(p + i, len - i);
+                const char *piece = c > 0 ? (const char *)p + i : replacement;
+                size_t plen = c > 0 ? (size_t)c : 3;
+                if (out)
+                        memcpy(out + o, piece, plen);
+                o += plen;
+                i += c > 0 ? (size_t)c : (size_t)-c;
+        }
+        if (out)
+                out[o] = '"';
+        return o + 1;
+}
+
+char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
+{
+        const char *so = res->stdout_data ? res->stdout_data : "";
+        const char *se = res->stderr_data ? res->stderr_data : "";
+        size_t sol = res->stdout_data ? res->stdout_len : 0, sel = res->stderr_data ? res->stderr_len : 0;
+        long long etime = res->execution_time_ms > LLONG_MAX ? LLONG_MAX : (long long)res->execution_time_ms;
+        long long mem = res->memory_used_mb > LLONG_MAX ? LLONG_MAX : (long long)res->memory_used_mb;
+        char sig[24] = "null";
+        if (res->signal)
+                snprintf(sig, sizeof(sig), "%d", res->signal);
+
+        /* everything but the two outputs and the id */
+        char tail[400];
+        int tl = snprintf(tail, sizeof(tail),
+                          ",\"exit_code\":%d,\"execution_time_ms\":%lld,\"memory_used_mb\":%lld,"
+                          "\"timed_out\":%s,\"oom_killed\":%s,\"signal\":%s,"
+                          "\"stdout_truncated\":%s,\"stderr_truncated\":%s",
+                          res->exit_code, etime, mem, res->timed_out ? "true" : "false",
+                          res->oom_killed ? "true" : "false", sig,
+                          res->stdout_truncated ? "true" : "false",
+                          res->stderr_truncated ? "true" : "false");
+        if (tl < 0 || (size_t)tl >= sizeof(tail))
+                return NULL;
+        size_t idl = id ? put_string(NULL, id, strlen(id)) : 0;
+        size_t n = strlen("{\"stdout\":") + put_string(NULL, so, sol) + strlen(",\"stderr\":") +
+                   put_string(NULL, se, sel) + (size_t)tl + (id ? strlen(",\"id\":") + idl : 0) + 1;
+        char *text = malloc(n + 1);
+        if (!text)
+                return NULL;
+        size_t o = 0;
+        memcpy(text + o, "{\"stdout\":", 10);
+        o += 10;
+        o += put_string(text + o, so, sol);
+        memcpy(text + o, ",\"stderr\":", 10);
+        o += 10;
+        o += put_string(text + o, se, sel);
+        memcpy(text + o, tail, (size_t)tl);
+        o += (size_t)tl;
+        if (id) {
+                memcpy(text + o, ",\"id\":", 6);
+                o += 6;
+                o += put_string(text + o, id, strlen(id));
+        }
+        text[o++] = '}';
+        text[o] = '\0';
+        *ret_len = o;
+        return text;
+}

@@ -31,6 +31,11 @@ int hxs_request_from_json(const char *body, size_t len, const hxs_config *cfg,
  * (NULL on allocation failure). */
 json_t *hxs_result_to_json(const hxs_result *res, const char *id);
 
+/* The same object as json_dumps(hxs_result_to_json(res, id), JSON_COMPACT), byte for
+ * byte, written directly (the outputs are converted once, not twice). Sets *ret_len;
+ * NULL on allocation failure. */
+char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len);
+
 /* Bytes to a JSON string, replacing each maximal invalid UTF-8 subsequence with U+FFFD
  * (the Unicode "best practice", as Python's errors="replace"). NULL on ENOMEM. */
 json_t *hxs_json_string_lossy(const char *data, size_t len);

@@ -226,6 +226,11 @@ static void check_result(const char *out, size_t out_len, const char *err, size_
         CHECK(o != NULL);
         char *text = json_dumps(o, JSON_COMPACT);
         CHECK(text != NULL);
+        /* the service's direct writer says exactly what jansson says */
+        size_t direct_len = 0;
+        char *direct = hxs_result_to_text(&res, id, &direct_len);
+        CHECK(direct != NULL && direct_len == strlen(text) && memcmp(direct, text, direct_len) == 0);
+        free(direct);
         CHECK(valid_utf8((const unsigned char *)text, strlen(text)));
         json_t *back = json_loads(text, JSON_ALLOW_NUL, NULL);
         CHECK(back != NULL && json_is_object(back) && json_equal(o, back));

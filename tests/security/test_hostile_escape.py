@@ -1217,7 +1217,11 @@ for (const fd of fs.readdirSync('/proc/self/fd')) {
 console.log(JSON.stringify({ fds }));
 ''',
     "bash": r'''
-ls -l /proc/$$/fd | awk '/->/ { print "fd\t" $(NF-2) "\t" $NF }'
+# not `ls | awk`: while bash sets up a pipeline it holds that pipe's read end itself,
+# and ls, listing bash's descriptors, may see it. A file opened by the child is not ours.
+ls -l /proc/$$/fd > /tmp/fds.txt
+awk '/->/ { print "fd\t" $(NF-2) "\t" $NF }' /tmp/fds.txt
+rm -f /tmp/fds.txt
 ''',
 }
 

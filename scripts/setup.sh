@@ -1,12 +1,13 @@
 #!/bin/sh
-# Installs the Debian packages hexr-sandbox needs to build, run and test.
+# Installs the Debian packages hexr-sandbox needs to build, run and test, plus any
+# package named as an argument (bench/setup.sh adds what it compares against).
 # Idempotent: does nothing when everything is present. Needs root (apt-get).
 set -eu
 
 PACKAGES="build-essential cmake pkg-config
 libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libgnutls28-dev libcmocka-dev
 python3 python3-dev python3-pytest python3-yaml python3-numpy python3-pandas python3-scipy nodejs bash
-iproute2 procps prometheus clang libclang-rt-dev"
+iproute2 procps prometheus clang libclang-rt-dev $*"
 
 missing=""
 for p in $PACKAGES; do

@@ -26,17 +26,8 @@
 #include <string.h>
 
 #include "server/json.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                     \
-        do {                                                                            \
-                if (!(cond)) {                                                          \
-                        fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__,      \
-                                __LINE__, #cond);                                       \
-                        abort();                                                        \
-                }                                                                       \
-        } while (0)
 
 /* Strict UTF-8 (RFC 3629): no overlongs, surrogates or code points past U+10FFFF. */
 static bool valid_utf8(const unsigned char *s, size_t n)

@@ -33,17 +33,8 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                     \
-        do {                                                                            \
-                if (!(cond)) {                                                          \
-                        fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__,      \
-                                __LINE__, #cond);                                       \
-                        abort();                                                        \
-                }                                                                       \
-        } while (0)
 
 int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len);
 int __real_bind(int fd, const struct sockaddr *sa, socklen_t len);

@@ -25,17 +25,8 @@
 
 #include "engine/request.h"
 #include "server/json.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                     \
-        do {                                                                            \
-                if (!(cond)) {                                                          \
-                        fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__,      \
-                                __LINE__, #cond);                                       \
-                        abort();                                                        \
-                }                                                                       \
-        } while (0)
 
 static hxs_config cfg_default, cfg_small;
 

@@ -27,17 +27,8 @@
 #include "core/error.h"
 #include "engine/packages.h"
 #include "engine/request.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                     \
-        do {                                                                            \
-                if (!(cond)) {                                                          \
-                        fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__,      \
-                                __LINE__, #cond);                                       \
-                        abort();                                                        \
-                }                                                                       \
-        } while (0)
 
 typedef struct reader {
         const uint8_t *p;

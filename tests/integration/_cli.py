@@ -15,7 +15,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 _SECURITY = str(Path(__file__).resolve().parents[1] / "security")
 if _SECURITY not in sys.path:
@@ -186,3 +186,30 @@ def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.1
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(interval)
+
+
+def read_proc(path: str, mode: str = "r") -> Any:
+    """A /proc (or any) file's content, None when it is gone."""
+    try:
+        with open(path, mode) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def instance_processes(instance: str) -> Dict[str, List[int]]:
+    """Host pids in the execution cgroups of one engine instance (s<pid>.<start>), by
+    cgroup name."""
+    out: Dict[str, List[int]] = {}
+    pat = re.compile(r"/hexr-sandbox/(%s-\d+)$" % re.escape(instance), re.M)
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            for name in set(pat.findall(read_proc("/proc/%s/cgroup" % pid) or "")):
+                out.setdefault(name, []).append(int(pid))
+    return out
+
+
+def template_processes(state_dir: str, base: int) -> List[int]:
+    """The warm templates (uid base+2000) of the services that use this STATE_DIR."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and base + 2000 in _status_uids(p)
+            and state_dir.encode() in (read_proc("/proc/%s/cmdline" % p, "rb") or b"")]

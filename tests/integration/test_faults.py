@@ -68,45 +68,13 @@ def instance_name(pid: int) -> str:
     return "s%d.%d" % (pid, _cli.proc_start_time(pid))
 
 
-def _read(path: str, mode: str = "r") -> Any:
-    try:
-        with open(path, mode) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _uids(pid: str) -> Set[int]:
-    for line in (_read("/proc/%s/status" % pid) or "").splitlines():
-        if line.startswith("Uid:"):
-            return {int(x) for x in line.split()[1:]}
-    return set()
-
-
-def instance_processes(inst: str) -> Dict[str, List[int]]:
-    """Host pids in the cgroups of one engine instance, by cgroup name."""
-    out: Dict[str, List[int]] = {}
-    pat = re.compile(r"/hexr-sandbox/(%s-\d+)$" % re.escape(inst), re.M)
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        text = _read("/proc/%s/cgroup" % pid)
-        if not text:
-            continue
-        names = set(pat.findall(text))
-        for n in names:
-            out.setdefault(n, []).append(int(pid))
-    return out
+_read = _cli.read_proc
+_uids = _cli._status_uids
+instance_processes = _cli.instance_processes
 
 
 def template_processes(state: str) -> List[int]:
-    """The warm templates of the services that use this STATE_DIR."""
-    uid = _cli.uid_base() + 2000
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and uid in _uids(pid) and state.encode() in (_read("/proc/%s/cmdline" % pid, "rb") or b""):
-            found.append(int(pid))
-    return found
+    return _cli.template_processes(state, _cli.uid_base())
 
 
 def template_cgroups(state: str) -> Set[str]:

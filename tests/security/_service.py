@@ -220,15 +220,7 @@ def assert_ran(res: Result, exit_code: Optional[int] = 0) -> Result:
 
 # ---- host-side views --------------------------------------------------------------------
 
-def proc_uids(pid: str) -> Set[int]:
-    try:
-        with open("/proc/%s/status" % pid) as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return {int(x) for x in line.split()[1:]}
-    except OSError:
-        pass
-    return set()
+proc_uids = _cli._status_uids
 
 
 def proc_cmdline(pid: str) -> bytes:

@@ -39,6 +39,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests" / "integration") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+import _cli  # noqa: E402  host-side views shared with the integration suite
+
 CG_ROOT = "/sys/fs/cgroup"
 MiB = 1 << 20
 
@@ -56,13 +60,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def proc_start_time(pid: int) -> Optional[int]:
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
+proc_start_time = _cli.proc_start_time
 
 
 class Service:
@@ -182,35 +180,13 @@ def instance_cgroups(instance: str) -> List[str]:
     return sorted(found)
 
 
-def _read(path: str, mode: str = "r") -> Any:
-    try:
-        with open(path, mode) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _uids(pid: str) -> Set[int]:
-    for line in (_read("/proc/%s/status" % pid) or "").splitlines():
-        if line.startswith("Uid:"):
-            return {int(x) for x in line.split()[1:]}
-    return set()
-
-
-def processes_by_cgroup(instance: str) -> Dict[str, List[int]]:
-    out: Dict[str, List[int]] = {}
-    pat = re.compile(r"/hexr-sandbox/(%s-\d+)$" % re.escape(instance), re.M)
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            for name in set(pat.findall(_read("/proc/%s/cgroup" % pid) or "")):
-                out.setdefault(name, []).append(int(pid))
-    return out
+_read = _cli.read_proc
+_uids = _cli._status_uids
+processes_by_cgroup = _cli.instance_processes
 
 
 def template_processes(svc: Service) -> List[int]:
-    uid = svc.uid_base + 2000
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and uid in _uids(p)
-            and svc.state.encode() in (_read("/proc/%s/cmdline" % p, "rb") or b"")]
+    return _cli.template_processes(svc.state, svc.uid_base)
 
 
 def template_cgroup_names(svc: Service) -> Set[str]:

@@ -254,18 +254,65 @@ fail:
         return hxs_fail(err, HXS_ERR_SETUP, r, "setting cgroup %s: %s", what, strerror(-r));
 }
 
-int cg_exec_attach(const cg_exec *c, pid_t pid, hxs_error *err)
+int cg_exec_attach(const cg_exec *c, pid_t pid, unsigned joined, hxs_error *err)
 {
         char val[32];
         snprintf(val, sizeof(val), "%d", (int)pid);
         for (cg_hier h = 0; h < CG_HIER_MAX; h++) {
-                if (!c->path[h][0])
+                if (!c->path[h][0] || (joined & (1u << h)))
                         continue;
                 int r = cg_file(c->path[h], "cgroup.procs", val);
                 if (r < 0)
                         return hxs_fail(err, HXS_ERR_SETUP, r, "moving the sandbox into %s: %s",
                                         c->path[h], strerror(-r));
         }
+        return 0;
+}
+
+void cg_join_close(cg_join *j)
+{
+        if (j->v2_dirfd >= 0)
+                close(j->v2_dirfd);
+        j->v2_dirfd = -1;
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++) {
+                if (j->v1_tasks[h] >= 0)
+                        close(j->v1_tasks[h]);
+                j->v1_tasks[h] = -1;
+        }
+}
+
+int cg_join_open(const cg_exec *c, cg_join *ret, hxs_error *err)
+{
+        cg_join j = { .v2_dirfd = -1 };
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++)
+                j.v1_tasks[h] = -1;
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++) {
+                if (!c->path[h][0])
+                        continue;
+                bool v2 = c->pure_v2 || h == CG_UNIFIED;
+                char p[700];
+                int fd;
+                if (v2) {
+                        fd = open(c->path[h], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                } else {
+                        snprintf(p, sizeof(p), "%s/tasks", c->path[h]);
+                        fd = open(p, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                }
+                if (fd < 0) {
+                        int r = -errno;
+                        cg_join_close(&j);
+                        return hxs_fail(err, HXS_ERR_SETUP, r, "opening %s: %s", c->path[h], strerror(-r));
+                }
+                if (v2) {
+                        if (j.v2_dirfd >= 0)
+                                close(j.v2_dirfd); /* one v2 hierarchy at most */
+                        j.v2_dirfd = fd;
+                        j.v2_hier = h;
+                } else {
+                        j.v1_tasks[h] = fd;
+                }
+        }
+        *ret = j;
         return 0;
 }
 

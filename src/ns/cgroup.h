@@ -52,7 +52,23 @@ int cg_sweep(const cg_layout *l);
 void cg_layout_describe(const cg_layout *l, char *buf, size_t size);
 
 int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err);
-int cg_exec_attach(const cg_exec *c, pid_t pid, hxs_error *err);
+/* Moves pid into every hierarchy not in `joined` (a mask of 1 << cg_hier). */
+int cg_exec_attach(const cg_exec *c, pid_t pid, unsigned joined, hxs_error *err);
+
+/* Joining at birth instead of being moved by pid (a move by pid takes the kernel's
+ * global threadgroup lock, which on cgroup v1 waits for an RCU grace period): the v2
+ * hierarchy (pure v2, or the one beside v1) through CLONE_INTO_CGROUP with v2_dirfd,
+ * and each v1 hierarchy by the child writing "0" (itself, one thread: no global lock)
+ * into its `tasks` file through v1_tasks[], which the engine opened (the kernel checks
+ * the opener's credentials, not the writer's). All descriptors O_CLOEXEC. */
+typedef struct cg_join {
+        int v2_dirfd;                   /* -1: none */
+        unsigned v2_hier;               /* which hierarchy v2_dirfd is */
+        int v1_tasks[CG_HIER_MAX];      /* -1: none */
+} cg_join;
+
+int cg_join_open(const cg_exec *c, cg_join *ret, hxs_error *err);
+void cg_join_close(cg_join *j);
 /* Peak memory in bytes (0 if unknown) and the OOM kill count. */
 uint64_t cg_exec_peak_memory(const cg_exec *c);
 uint64_t cg_exec_oom_kills(const cg_exec *c);

@@ -149,8 +149,10 @@ static void close_pair(int fds[2])
         close_fd(&fds[1]);
 }
 
-/* The cold path: the service itself clones the sandbox's PID 1. */
-static int spawn_cold(const ns_child_args *args, pid_t *ret_pid, int *ret_pidfd)
+/* The cold path: the service itself clones the sandbox's PID 1, born into the v2
+ * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit). */
+static int spawn_cold(const ns_child_args *args, const cg_join *join, pid_t *ret_pid, int *ret_pidfd,
+                      unsigned *ret_joined)
 {
         int pidfd = -1;
         struct clone_args ca = {
@@ -158,9 +160,21 @@ static int spawn_cold(const ns_child_args *args, pid_t *ret_pid, int *ret_pidfd)
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = SIGCHLD,
         };
+        if (join->v2_dirfd >= 0) {
+                ca.flags |= CLONE_INTO_CGROUP;
+                ca.cgroup = (uint64_t)join->v2_dirfd;
+        }
         long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) && (errno == EINVAL || errno == E2BIG)) {
+                /* a kernel without CLONE_INTO_CGROUP (before 5.7): moved by pid instead */
+                ca.flags &= ~(uint64_t)CLONE_INTO_CGROUP;
+                ca.cgroup = 0;
+                pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        }
         if (pid < 0)
                 return -errno;
+        if (ca.flags & CLONE_INTO_CGROUP)
+                *ret_joined |= 1u << join->v2_hier;
         if (pid == 0) {
                 ns_program prog;
                 ns_child_main(args, &prog); /* cold: never returns */
@@ -239,12 +253,23 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         clock_gettime(CLOCK_MONOTONIC, &x->started);
         pid_t pid = -1;
         int pidfd = -1;
+        unsigned joined = 0; /* hierarchies PID 1 joins by itself: no move by pid */
         if (template_eligible(e->templates, req))
                 r = template_spawn(e->templates, template_pick(req), &args, &pid, &pidfd);
         if (pid > 0) {
                 x->warm = true;
         } else {
-                r = spawn_cold(&args, &pid, &pidfd);
+                cg_join join;
+                r = cg_join_open(&x->cg, &join, err);
+                if (r < 0)
+                        goto fail;
+                for (cg_hier h = 0; h < CG_HIER_MAX && args.n_cg_self < ARRAY_SIZE(args.cg_self); h++)
+                        if (join.v1_tasks[h] >= 0) {
+                                args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
+                                joined |= 1u << h;
+                        }
+                r = spawn_cold(&args, &join, &pid, &pidfd, &joined);
+                cg_join_close(&join);
                 if (r < 0) {
                         hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
                         goto fail;
@@ -272,7 +297,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
                 goto fail;
         }
-        if ((r = cg_exec_attach(&x->cg, x->pid, err)) < 0)
+        if ((r = cg_exec_attach(&x->cg, x->pid, joined, err)) < 0)
                 goto fail;
         /* PID 1 must outlive the program under memory pressure, so that the status
          * is reported; the program resets its own score. */

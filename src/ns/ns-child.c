@@ -441,7 +441,7 @@ static _Noreturn void init_loop(pid_t program)
  * helps at exec, and PID 1 never execs. */
 static void close_all_except(const int *keep, size_t n)
 {
-        int sorted[8];
+        int sorted[16]; /* at most 6 + ARRAY_SIZE(cg_self) are asked for */
         size_t m = 0;
         for (size_t i = 0; i < n && m < ARRAY_SIZE(sorted); i++)
                 if (keep[i] >= 0)
@@ -477,10 +477,21 @@ void ns_reset_signal_dispositions(void)
 
 void ns_child_main(const ns_child_args *a, ns_program *ret)
 {
-        const int keep[] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd, a->stderr_fd,
-                             a->payload_fd };
-        close_all_except(keep, ARRAY_SIZE(keep));
+        int keep[6 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
+                                                 a->stderr_fd, a->payload_fd };
+        size_t n_keep = 6;
+        _Static_assert(ARRAY_SIZE(keep) <= 16, "close_all_except keeps at most 16");
+        for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++)
+                keep[n_keep++] = a->cg_self[i];
+        close_all_except(keep, n_keep);
         report_fd = a->report_fd;
+        /* Into the sandbox's v1 cgroups, before anything else: "0" is this process
+         * (one thread), allowed by the engine's credentials on the descriptor. */
+        for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++) {
+                if (write(a->cg_self[i], "0", 1) != 1)
+                        die("joining the sandbox's cgroups");
+                close(a->cg_self[i]);
+        }
         /* a template may ignore SIGCHLD or block signals: PID 1 must not */
         sigset_t none;
         sigemptyset(&none);

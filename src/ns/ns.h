@@ -36,6 +36,10 @@ typedef struct ns_child_args {
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */
         int stdin_fd, stdout_fd, stderr_fd; /* stdin_fd < 0: /dev/null */
         bool warm;                      /* return into the caller instead of exec'ing */
+        /* v1 `tasks` files of the sandbox's cgroups, opened by the engine: the child
+         * joins them itself, first thing (see cg_join in cgroup.h). */
+        int cg_self[4];
+        unsigned n_cg_self;
 } ns_child_args;
 
 /* What a warm program process is left with when ns_child_main returns to it. */

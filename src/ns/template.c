@@ -136,7 +136,7 @@ static int start_template(hxs_templates *ts, template *t)
         t->sock = sv[0];
         t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (t->have_cg)
-                (void)cg_exec_attach(&t->cg, pid, NULL);
+                (void)cg_exec_attach(&t->cg, pid, 0, NULL);
         struct timeval tv = { .tv_sec = SPAWN_TIMEOUT_S };
         (void)setsockopt(t->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         ts->restarts++;

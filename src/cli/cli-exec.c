@@ -249,13 +249,15 @@ int hxs_cli_exec(int argc, char **argv)
                 return fail("%s", err.message);
 
         if (json) {
-                json_t *obj = hxs_result_to_json(&res, NULL);
-                char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-                if (text) {
-                        puts(text);
-                        free(text);
+                size_t len = 0;
+                char *text = hxs_result_to_text(&res, NULL, &len);
+                if (!text) {
+                        hxs_result_clear(&res);
+                        return fail("out of memory writing the result");
                 }
-                json_decref(obj);
+                write_all(STDOUT_FILENO, text, len);
+                write_all(STDOUT_FILENO, "\n", 1);
+                free(text);
         } else {
                 write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
                 write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);

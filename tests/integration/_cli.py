@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 _SECURITY = str(Path(__file__).resolve().parents[1] / "security")
 if _SECURITY not in sys.path:
@@ -213,3 +215,34 @@ def template_processes(state_dir: str, base: int) -> List[int]:
     """The warm templates (uid base+2000) of the services that use this STATE_DIR."""
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and base + 2000 in _status_uids(p)
             and state_dir.encode() in (read_proc("/proc/%s/cmdline" % p, "rb") or b"")]
+
+
+def terminate(proc: "subprocess.Popen", timeout: float) -> Optional[int]:
+    """SIGTERM, then SIGKILL after timeout. Returns the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    return proc.returncode
+
+
+def sandbox_owned_files(base: int, since: float, extra: Sequence[str] = ()) -> List[str]:
+    """Files owned by the sandbox host uids (base..base+2000), modified since `since`,
+    in the host's scratch directories and `extra`."""
+    found = []
+    for d in ["/tmp", "/var/tmp", "/dev/shm", *extra]:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if base <= st.st_uid <= base + 2000 and st.st_mtime >= since - 1:
+                found.append("%s (uid %d)" % (e.path, st.st_uid))
+    return found

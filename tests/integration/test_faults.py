@@ -107,22 +107,7 @@ def assert_nothing_left(svc, state: str, what: str, ignore: Set[str] = frozenset
 
 
 def sandbox_owned_files(since: float, extra: List[str]) -> List[str]:
-    """Files owned by the sandbox host uids in the host's scratch directories."""
-    lo, hi = _cli.uid_base(), _cli.uid_base() + 2000
-    found = []
-    for d in ["/tmp", "/var/tmp", "/dev/shm"] + extra:
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if lo <= st.st_uid <= hi and st.st_mtime >= since - 1:
-                found.append("%s (uid %d)" % (e.path, st.st_uid))
-    return found
+    return _cli.sandbox_owned_files(_cli.uid_base(), since, extra)
 
 
 def state_entries(state: str) -> Set[str]:

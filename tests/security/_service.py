@@ -452,14 +452,7 @@ class HostileService:
     def _terminate(self, timeout: float) -> Optional[int]:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        return self.proc.returncode
+        return _cli.terminate(self.proc, timeout)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -563,21 +556,7 @@ class HostileService:
 
     def sandbox_owned_host_files(self) -> List[str]:
         """Files owned by the sandbox host uids in the host's scratch directories."""
-        lo, hi = self.uid_base, self.uid_base + 2000
-        found = []
-        for d in ("/tmp", "/var/tmp", "/dev/shm", self.workdir):
-            try:
-                entries = list(os.scandir(d))
-            except OSError:
-                continue
-            for e in entries:
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if lo <= st.st_uid <= hi and st.st_mtime >= self.started_at - 1:
-                    found.append("%s (uid %d)" % (e.path, st.st_uid))
-        return found
+        return _cli.sandbox_owned_files(self.uid_base, self.started_at, [self.workdir])
 
     def leftovers(self) -> List[str]:
         problems = []

@@ -28,7 +28,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -133,14 +132,7 @@ class Service:
         return len(os.listdir("/proc/%d/fd" % self.pid))
 
     def stop(self, timeout: float = 60) -> Optional[int]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        return self.proc.returncode
+        return _cli.terminate(self.proc, timeout)
 
     def cleanup(self) -> None:
         if not host_mounts_under(self.top):

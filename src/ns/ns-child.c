@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,18 +49,14 @@ _printf_(1, 2) static _Noreturn void die(const char *fmt, ...)
         buf[0] = NS_REPORT_ERROR;
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(buf + 1, sizeof(buf) - 1, fmt, ap);
+        if (vsnprintf(buf + 1, sizeof(buf) - 1, fmt, ap) < 0)
+                buf[1] = '\0';
         va_end(ap);
-        if (n < 0)
-                n = 0;
-        size_t len = 1 + ((size_t)n < sizeof(buf) - 2 ? (size_t)n : sizeof(buf) - 3);
-        if (saved && len < sizeof(buf) - 2) {
-                int m = snprintf(buf + len, sizeof(buf) - 1 - len, ": %s", strerror(saved));
-                if (m > 0)
-                        len += (size_t)m < sizeof(buf) - 2 - len ? (size_t)m : sizeof(buf) - 2 - len;
-        }
-        /* the text ends with its NUL: PID 1's status record may follow in the pipe */
-        buf[len++] = '\0';
+        size_t len = strlen(buf);
+        if (saved)
+                snprintf(buf + len, sizeof(buf) - len, ": %s", strerror(saved));
+        /* sent with its NUL: PID 1's status record may follow in the pipe */
+        len = strlen(buf) + 1;
         if (report_fd >= 0)
                 (void)!write(report_fd, buf, len);
         _exit(127);
@@ -503,9 +499,9 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         if (!a->warm)
                 ns_reset_signal_dispositions();
         /* Two bytes from the supervisor: 'm' once our uid/gid maps are written, 'g' once
-         * this process is in the sandbox's cgroups. The root is built in between, while
-         * the supervisor waits on the kernel for the cgroup move (on cgroup v1 that can
-         * take an RCU grace period); nothing of the request's runs before 'g'. */
+         * this process is in all the sandbox's cgroups. The root is built in between,
+         * while the supervisor moves a warm PID 1 by pid (on cgroup v1 that can wait for
+         * an RCU grace period); nothing of the request's runs before 'g'. */
         char go;
         if (read(a->sync_fd, &go, 1) != 1 || go != 'm')
                 _exit(127); /* supervisor gone, or it gave up on us */

@@ -68,6 +68,14 @@ typedef enum hxs_backend_kind {
         HXS_BACKEND_MAX,
 } hxs_backend_kind;
 
+/* How a microVM is run: KVM when usable (auto), or insist on one. */
+typedef enum hxs_vm_accel {
+        HXS_VM_ACCEL_AUTO = 0,
+        HXS_VM_ACCEL_KVM,
+        HXS_VM_ACCEL_TCG,
+        HXS_VM_ACCEL_MAX,
+} hxs_vm_accel;
+
 /* Every setting, validated. Built from the one settings table (see hxs_settings_*). */
 typedef struct hxs_config {
         /* limits a request may ask for */
@@ -93,6 +101,12 @@ typedef struct hxs_config {
         char rootfs[256];               /* SANDBOX_ROOTFS: "" = host /usr + synthesized /etc */
         char state_dir[256];            /* STATE_DIR */
         char firecracker_bin[256];      /* FIRECRACKER_BIN */
+        /* microVM backends */
+        char qemu_bin[256];             /* QEMU_BIN */
+        char vm_image_dir[256];         /* SANDBOX_VM_IMAGE_DIR */
+        hxs_vm_accel vm_accel;          /* SANDBOX_VM_ACCEL */
+        uint32_t vm_pool_size;          /* VM_POOL_SIZE: booted VMs kept ready */
+        uint32_t vm_pool_memory_mb;     /* VM_POOL_MEMORY_MB: guest RAM the pool may hold */
         /* service */
         char listen_address[256];       /* LISTEN_ADDRESS */
         uint32_t max_concurrent;        /* MAX_CONCURRENT (0 in the table = from core count) */
@@ -126,6 +140,7 @@ HXS_API int hxs_config_set(hxs_config *cfg, const char *env, const char *value, 
 HXS_API int hxs_config_from_env(hxs_config *ret, hxs_error *err);
 
 HXS_API const char *hxs_backend_name(hxs_backend_kind kind);
+HXS_API const char *hxs_vm_accel_name(hxs_vm_accel accel);
 
 /* ---- requests --------------------------------------------------------------- */
 
@@ -213,6 +228,12 @@ typedef struct hxs_engine_stats {
         unsigned templates_total;
         unsigned long template_restarts; /* since the engine started */
         char warm_error[200];           /* why warm starts are off, if asked for */
+        /* microVM backends */
+        const char *vm_accel;           /* "kvm" or "tcg"; NULL for namespaces */
+        unsigned vm_pool_ready;         /* booted VMs waiting for an execution */
+        unsigned vm_pool_target;        /* how many the pool keeps (size within budget) */
+        unsigned long vm_booted;        /* VMs the pool has booted since start-up */
+        unsigned long vm_boot_failures; /* boots that did not reach a ready agent */
 } hxs_engine_stats;
 
 HXS_API void hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);

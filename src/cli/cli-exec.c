@@ -235,6 +235,7 @@ int hxs_cli_exec(int argc, char **argv)
         }
         /* one execution: a warm template would cost more than it saves */
         cfg.warm = false;
+        cfg.vm_pool_size = 0;
         /* check the request before creating anything, for a clear message */
         if (hxs_request_validate(req, &cfg, &err) < 0)
                 return fail("%s", err.message);

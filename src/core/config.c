@@ -20,6 +20,7 @@ typedef enum setting_type {
         SET_BYTES,      /* bytes: 1048576, 1024k, 1M */
         SET_STRING,     /* free text (paths, URLs) */
         SET_BACKEND,    /* auto | namespaces | qemu | firecracker */
+        SET_ACCEL,      /* auto | kvm | tcg */
         SET_LISTEN,     /* host:port | :port | unix:/path */
         SET_CPUS,       /* 0.5, 1, 2 -> thousandths */
         SET_BOOL,       /* on/off, true/false, 1/0, yes/no */
@@ -47,8 +48,18 @@ static const setting settings[] = {
           SET_LISTEN, STR(listen_address), 0, 0 },
         { { "FIRECRACKER_BIN", "/usr/bin/firecracker", "Firecracker binary for the microVM backend" },
           SET_STRING, STR(firecracker_bin), 0, 0 },
-        { { "SANDBOX_BACKEND", "auto", "auto, namespaces, qemu or firecracker" },
+        { { "SANDBOX_BACKEND", "auto", "auto, namespaces, qemu or firecracker (auto: qemu when KVM and the VM image are there)" },
           SET_BACKEND, U32(backend), 0, 0 },
+        { { "QEMU_BIN", "/usr/bin/qemu-system-x86_64", "QEMU binary for the qemu backend" },
+          SET_STRING, STR(qemu_bin), 0, 0 },
+        { { "SANDBOX_VM_IMAGE_DIR", "/var/cache/hexr-sandbox/image", "guest kernel, initramfs and root image (hexr-sandbox image build)" },
+          SET_STRING, STR(vm_image_dir), 0, 0 },
+        { { "SANDBOX_VM_ACCEL", "auto", "auto (KVM when usable, else TCG), kvm or tcg" },
+          SET_ACCEL, U32(vm_accel), 0, 0 },
+        { { "VM_POOL_SIZE", "2", "booted microVMs kept ready for the next executions (serve only)" },
+          SET_UINT, U32(vm_pool_size), 0, 64 },
+        { { "VM_POOL_MEMORY_MB", "2048", "guest memory the pool of ready microVMs may hold in all" },
+          SET_UINT, U32(vm_pool_memory_mb), 0, 1024 * 1024 },
         { { "MAX_CONCURRENT", "0", "executions running at once (0: one per core, at least 2)" },
           SET_UINT, U32(max_concurrent), 0, 4096 },
         { { "MAX_QUEUE", "64", "requests waiting for a slot before 429" },
@@ -109,6 +120,17 @@ static const char *const backend_names[HXS_BACKEND_MAX] = {
         [HXS_BACKEND_QEMU] = "qemu",
         [HXS_BACKEND_FIRECRACKER] = "firecracker",
 };
+
+static const char *const accel_names[HXS_VM_ACCEL_MAX] = {
+        [HXS_VM_ACCEL_AUTO] = "auto",
+        [HXS_VM_ACCEL_KVM] = "kvm",
+        [HXS_VM_ACCEL_TCG] = "tcg",
+};
+
+const char *hxs_vm_accel_name(hxs_vm_accel accel)
+{
+        return (unsigned)accel < HXS_VM_ACCEL_MAX ? accel_names[accel] : "unknown";
+}
 
 const char *hxs_backend_name(hxs_backend_kind kind)
 {
@@ -251,6 +273,14 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                       "%s: \"%s\" is not one of auto, namespaces, qemu, firecracker",
                                       s->info.env, value);
+        case SET_ACCEL:
+                for (int k = 0; k < HXS_VM_ACCEL_MAX; k++)
+                        if (strcmp(value, accel_names[k]) == 0) {
+                                *(uint32_t *)base = (uint32_t)k;
+                                return 0;
+                        }
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                                      "%s: \"%.64s\" is not one of auto, kvm, tcg", s->info.env, value);
         case SET_LISTEN:
                 if (check_listen(value) < 0)
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
@@ -333,6 +363,15 @@ static int config_check(hxs_config *cfg, hxs_error *err)
         if (cfg->rootfs[0] && cfg->rootfs[0] != '/')
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SANDBOX_ROOTFS",
                                       "SANDBOX_ROOTFS: must be an absolute path");
+        static const struct { const char *env; size_t off; } paths[] = {
+                { "SANDBOX_VM_IMAGE_DIR", offsetof(hxs_config, vm_image_dir) },
+                { "QEMU_BIN", offsetof(hxs_config, qemu_bin) },
+                { "FIRECRACKER_BIN", offsetof(hxs_config, firecracker_bin) },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+                if (((const char *)cfg + paths[i].off)[0] != '/')
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, paths[i].env,
+                                              "%s: must be an absolute path", paths[i].env);
         return 0;
 }
 

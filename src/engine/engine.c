@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "ns/template.h"
+#include "vm/vm.h"
 
 #ifndef HXS_VERSION
 #define HXS_VERSION "0.0.0"
@@ -21,25 +22,47 @@ const char *hxs_version(void)
         return HXS_VERSION;
 }
 
-/* Which backend a setting resolves to on this host. MicroVM backends are not part of
- * this build yet: asking for one explicitly is an error, auto falls back. */
-static int pick_backend(const hxs_config *cfg, hxs_backend_kind *kind,
-                        const hxs_backend_ops **ops, hxs_error *err)
+/* Which backend a setting resolves to on this host. auto takes the stronger boundary
+ * when it is ready to use (KVM, QEMU and a built guest image), else namespaces; it
+ * never picks TCG, which is far slower. */
+static void pick_backend(hxs_engine *e)
 {
+        const hxs_config *cfg = &e->cfg;
         switch (cfg->backend) {
-        case HXS_BACKEND_AUTO:
-        case HXS_BACKEND_NAMESPACES:
-                *kind = HXS_BACKEND_NAMESPACES;
-                *ops = &hxs_ns_backend;
-                return 0;
         case HXS_BACKEND_QEMU:
+                e->kind = HXS_BACKEND_QEMU;
+                e->ops = &hxs_qemu_backend;
+                return;
         case HXS_BACKEND_FIRECRACKER:
+                e->kind = HXS_BACKEND_FIRECRACKER;
+                e->ops = &hxs_firecracker_backend;
+                return;
+        case HXS_BACKEND_NAMESPACES:
         case HXS_BACKEND_MAX:
                 break;
+        case HXS_BACKEND_AUTO: {
+                char why[160];
+                vm_host h;
+                hxs_error err;
+                hxs_config kvm_cfg = *cfg;
+                kvm_cfg.vm_accel = HXS_VM_ACCEL_KVM;
+                if (!vm_kvm_usable(why, sizeof(why))) {
+                        snprintf(e->backend_note, sizeof(e->backend_note), "auto: namespaces (%s)", why);
+                } else if (vm_host_init(&h, &kvm_cfg, HXS_BACKEND_QEMU, &err) < 0) {
+                        snprintf(e->backend_note, sizeof(e->backend_note), "auto: namespaces (%s)",
+                                 err.message);
+                } else {
+                        snprintf(e->backend_note, sizeof(e->backend_note), "auto: qemu with KVM");
+                        e->cfg.vm_accel = HXS_VM_ACCEL_KVM;
+                        e->kind = HXS_BACKEND_QEMU;
+                        e->ops = &hxs_qemu_backend;
+                        return;
+                }
+                break;
         }
-        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOTSUP, "SANDBOX_BACKEND",
-                              "SANDBOX_BACKEND: the %s backend is not available in this build",
-                              hxs_backend_name(cfg->backend));
+        }
+        e->kind = HXS_BACKEND_NAMESPACES;
+        e->ops = &hxs_ns_backend;
 }
 
 int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
@@ -48,12 +71,8 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
-        int r = pick_backend(cfg, &e->kind, &e->ops, err);
-        if (r < 0) {
-                free(e);
-                return r;
-        }
-        r = e->ops->init(e, err);
+        pick_backend(e);
+        int r = e->ops->init(e, err);
         if (r < 0) {
                 e->ops->fini(e);
                 free(e);
@@ -88,6 +107,7 @@ void hxs_engine_stats_get(hxs_engine *e, hxs_engine_stats *ret)
         ret->warm_enabled = e->templates != NULL;
         templates_state(e->templates, &ret->templates_ready, &ret->templates_total, &ret->template_restarts);
         snprintf(ret->warm_error, sizeof(ret->warm_error), "%s", e->template_error);
+        hxs_vm_stats(e, ret);
 }
 
 int hxs_engine_check(hxs_engine *e, hxs_error *err)

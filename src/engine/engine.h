@@ -21,6 +21,11 @@ typedef struct hxs_backend_ops {
 } hxs_backend_ops;
 
 extern const hxs_backend_ops hxs_ns_backend;
+extern const hxs_backend_ops hxs_qemu_backend;
+extern const hxs_backend_ops hxs_firecracker_backend;
+
+/* The microVM backend's part of the engine's stats (pool, accelerator). */
+void hxs_vm_stats(hxs_engine *e, hxs_engine_stats *st);
 
 #define HXS_GRAVEYARD_MAX 256
 
@@ -37,6 +42,9 @@ struct hxs_engine {
         /* warm Python templates (NULL: everything runs cold) */
         struct hxs_templates *templates;
         char template_error[200];       /* why there are none, when asked for */
+        /* microVM backends (NULL for namespaces) */
+        struct vm_backend *vm;
+        char backend_note[240];         /* why auto picked what it picked */
         /* cgroups whose processes were still exiting when their execution ended */
         cg_exec graveyard[HXS_GRAVEYARD_MAX];
         size_t n_graveyard;

@@ -23,6 +23,8 @@ struct hxs_exec {
         cg_exec cg;
         bool have_cg;
         bool warm;
+        /* microVM backends */
+        struct vm_exec *vm;
         /* progress */
         capbuf out, err;
         bool reaped, timed_out, killed, draining, drain_expired, done, setup_failed, taken;

@@ -28,6 +28,7 @@
 #include "core/fileio.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "engine/runtime.h"
 #include "ns/ns.h"
 #include "ns/template.h"
 
@@ -35,15 +36,6 @@
 #define DRAIN_GRACE_MS 2000
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
-
-static const struct {
-        const char *path;
-        const char *file;
-} runtimes[HXS_LANG_MAX] = {
-        [HXS_LANG_PYTHON] = { "/usr/bin/python3", "main.py" },
-        [HXS_LANG_JAVASCRIPT] = { "/usr/bin/node", "main.js" },
-        [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
-};
 
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
 {
@@ -76,51 +68,6 @@ static int arm_timer(int tfd, uint64_t ms)
         if (ms == 0)
                 its.it_value.tv_nsec = 1;
         return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
-}
-
-/* Environment: a fixed PATH, HOME and LANG, then the request's variables (which may
- * override them). Nothing of the host's. */
-static int build_env(const hxs_request *req, char ***ret)
-{
-        static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
-                                             ("HOME=" NS_SANDBOX_HOME), "LANG=C.UTF-8" };
-        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 1;
-        char **env = calloc(max, sizeof(char *));
-        if (!env)
-                return -ENOMEM;
-        for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
-                bool overridden = false;
-                size_t nl = strcspn(fixed[i], "=");
-                for (size_t j = 0; j < req->n_env; j++)
-                        if (strlen(req->env[j].name) == nl && strncmp(req->env[j].name, fixed[i], nl) == 0)
-                                overridden = true;
-                if (!overridden && !(env[n++] = strdup(fixed[i])))
-                        goto oom;
-        }
-        for (size_t j = 0; j < req->n_env; j++) {
-                if (asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value) < 0) {
-                        env[n] = NULL;
-                        goto oom;
-                }
-                n++;
-        }
-        env[n] = NULL;
-        *ret = env;
-        return 0;
-oom:
-        for (size_t i = 0; i < n; i++)
-                free(env[i]);
-        free(env);
-        return -ENOMEM;
-}
-
-static void free_strv(char **v)
-{
-        if (!v)
-                return;
-        for (char **p = v; *p; p++)
-                free(*p);
-        free(v);
 }
 
 static int write_id_maps(pid_t pid, uint32_t base, hxs_error *err)
@@ -230,7 +177,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
                 goto fail;
         }
-        r = build_env(req, &x->envp);
+        r = hxs_exec_env(req, &x->envp);
         if (r < 0) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
@@ -244,8 +191,8 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 
         ns_child_args args = {
                 .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
-                .interpreter = runtimes[req->language].path,
-                .code_name = runtimes[req->language].file, .payload_fd = payload_fd,
+                .interpreter = hxs_runtimes[req->language].path,
+                .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1],
         };
@@ -534,7 +481,7 @@ static void ns_release(hxs_exec *x)
                         hxs_engine_defer_cgroup(x->engine, &x->cg);
                 x->have_cg = false;
         }
-        free_strv(x->envp);
+        hxs_strv_free(x->envp);
         x->envp = NULL;
 }
 

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/macro.h"
+#include "engine/runtime.h"
+
+const hxs_runtime hxs_runtimes[HXS_LANG_MAX] = {
+        [HXS_LANG_PYTHON] = { "/usr/bin/python3", "main.py" },
+        [HXS_LANG_JAVASCRIPT] = { "/usr/bin/node", "main.js" },
+        [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
+};
+
+int hxs_exec_env(const hxs_request *req, char ***ret)
+{
+        static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
+                                             ("HOME=" HXS_SANDBOX_HOME), "LANG=C.UTF-8" };
+        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 1;
+        char **env = calloc(max, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+                bool overridden = false;
+                size_t nl = strcspn(fixed[i], "=");
+                for (size_t j = 0; j < req->n_env; j++)
+                        if (strlen(req->env[j].name) == nl && strncmp(req->env[j].name, fixed[i], nl) == 0)
+                                overridden = true;
+                if (!overridden && !(env[n++] = strdup(fixed[i])))
+                        goto oom;
+        }
+        for (size_t j = 0; j < req->n_env; j++) {
+                if (asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value) < 0) {
+                        env[n] = NULL;
+                        goto oom;
+                }
+                n++;
+        }
+        env[n] = NULL;
+        *ret = env;
+        return 0;
+oom:
+        for (size_t i = 0; i < n; i++)
+                free(env[i]);
+        free(env);
+        return -ENOMEM;
+}
+
+void hxs_strv_free(char **v)
+{
+        if (!v)
+                return;
+        for (char **p = v; *p; p++)
+                free(*p);
+        free(v);
+}

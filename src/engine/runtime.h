@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What every backend runs: the interpreter of each language, the name its program
+ * file gets, and the environment the program sees. One table, so a program behaves
+ * the same in a namespace sandbox and in a microVM. */
+#pragma once
+
+#include "engine/request.h"
+
+#define HXS_SANDBOX_UID  1000                   /* the "sandbox" user inside */
+#define HXS_SANDBOX_HOME "/home/sandbox"
+
+typedef struct hxs_runtime {
+        const char *path;       /* absolute path of the interpreter, inside the root */
+        const char *file;       /* the program's file name under /code */
+} hxs_runtime;
+
+extern const hxs_runtime hxs_runtimes[HXS_LANG_MAX];
+
+/* A fixed PATH, HOME and LANG, then the request's variables (which may override
+ * them). Nothing of the host's. A NULL-terminated vector; free with hxs_strv_free. */
+int hxs_exec_env(const hxs_request *req, char ***ret);
+void hxs_strv_free(char **v);

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The QEMU microvm driver. QEMU gets no network device, the root image read-only,
+ * the guest memory the execution needs, and one end of a socketpair as the agent's
+ * virtio-serial port (no socket path on disk). The image files are opened here and
+ * handed over as descriptors, so QEMU needs no access to the image directory.
+ *
+ * QEMU itself is the attack surface a guest escape would reach first, so it runs with
+ * its own seccomp sandbox (-sandbox), in fresh net, ipc and uts namespaces, with
+ * no_new_privs and no capabilities, as an unprivileged uid unless KVM is used (then it
+ * stays uid 0 without any capability: /dev/kvm is root's), and dies with its parent.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/sched.h>
+#include <linux/securebits.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/macro.h"
+#include "vm/vm.h"
+
+/* Descriptor numbers inside QEMU. */
+enum { FD_CHAN = 3, FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_COUNT };
+
+typedef struct child_plan {
+        const char *bin;
+        char *const *argv;
+        int fds[FD_COUNT];      /* what becomes 0..FD_COUNT-1 */
+        bool keep_root;         /* KVM: uid 0 without capabilities */
+        uint32_t uid;
+} child_plan;
+
+/* After clone, before exec: async-signal-safe calls only (the pool thread may be
+ * the parent). Returns only on failure. */
+static void child_exec(const child_plan *p)
+{
+        static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+        /* move the fds to their numbers: first out of the way, then into place */
+        int tmp[FD_COUNT];
+        for (int i = 0; i < FD_COUNT; i++) {
+                tmp[i] = p->fds[i] < 0 ? -1 : fcntl(p->fds[i], F_DUPFD_CLOEXEC, 64);
+                if (p->fds[i] >= 0 && tmp[i] < 0)
+                        return;
+        }
+        for (int i = 0; i < FD_COUNT; i++)
+                if (tmp[i] >= 0 && dup2(tmp[i], i) < 0)
+                        return;
+        if (syscall(SYS_close_range, FD_COUNT, ~0U, 0) < 0)
+                return;
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                return;
+        if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+                return;
+        struct rlimit core = { 0, 0 };
+        if (setrlimit(RLIMIT_CORE, &core) < 0)
+                return;
+        if (p->keep_root) {
+                if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+                                                 SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                                                 SECBIT_KEEP_CAPS_LOCKED) < 0)
+                        return;
+                for (int c = 0; c <= 63; c++)
+                        if (prctl(PR_CAPBSET_DROP, c) < 0 && errno != EINVAL)
+                                return;
+        } else {
+                /* raw syscalls: glibc's setxid would signal threads that exist only
+                 * in the parent */
+                if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+                    syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
+                    syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
+                        return;
+        }
+        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+        struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return;
+        execve(p->bin, p->argv, envp);
+}
+
+/* clone3 with a pidfd, fork semantics. */
+static pid_t spawn(const child_plan *plan, int *ret_pidfd)
+{
+        int pidfd = -1;
+        struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                                 .exit_signal = SIGCHLD };
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                child_exec(plan);
+                _exit(127);
+        }
+        *ret_pidfd = pidfd;
+        return (pid_t)pid;
+}
+
+static int open_ro(const char *path)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        return fd < 0 ? -errno : fd;
+}
+
+int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
+{
+        int sp[2] = { -1, -1 }, ep[2] = { -1, -1 }, devnull = -1, files[3] = { -1, -1, -1 };
+        int r;
+        const char *paths[3] = { h->kernel, h->initrd, h->rootfs };
+        for (int i = 0; i < 3; i++)
+                if ((files[i] = open_ro(paths[i])) < 0) {
+                        r = hxs_fail(err, HXS_ERR_SETUP, files[i], "starting the microVM: %s: %s",
+                                     paths[i], strerror(-files[i]));
+                        goto out;
+                }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ||
+            pipe2(ep, O_CLOEXEC | O_NONBLOCK) < 0 ||
+            (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "starting the microVM: %s", strerror(errno));
+                goto out;
+        }
+
+        char mem[32], append[512], kernel[32], initrd[32], drive[96], chardev[64];
+        snprintf(mem, sizeof(mem), "%u", ram_mb);
+        snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", FD_KERNEL);
+        snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", FD_INITRD);
+        snprintf(drive, sizeof(drive), "if=none,id=root,file=/proc/self/fd/%d,format=raw,readonly=on",
+                 FD_ROOTFS);
+        snprintf(chardev, sizeof(chardev), "socket,id=agent,fd=%d", FD_CHAN);
+        char tsc[48] = "";
+        if (!h->kvm && h->tsc_khz)
+                snprintf(tsc, sizeof(tsc), " tsc_early_khz=%lu tsc=reliable", h->tsc_khz);
+        snprintf(append, sizeof(append),
+                 "console=ttyS0%s quiet cryptomgr.notests 8250.nr_uarts=1 audit=0 panic=-1 "
+                 "reboot=t hexr.port=" VM_PORT_NAME, tsc);
+        char *argv[] = {
+                (char *)h->hypervisor,
+                "-M", "microvm",
+                "-accel", h->kvm ? "kvm" : "tcg",
+                "-cpu", h->kvm ? "host" : "max",
+                "-m", mem, "-smp", "1",
+                "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
+                "-no-reboot", "-nic", "none",
+                "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+                "-kernel", kernel, "-initrd", initrd, "-append", append,
+                "-chardev", "null,id=console", "-serial", "chardev:console",
+                "-drive", drive, "-device", "virtio-blk-device,drive=root",
+                "-device", "virtio-serial-device",
+                "-chardev", chardev,
+                "-device", "virtserialport,chardev=agent,name=" VM_PORT_NAME,
+                NULL,
+        };
+        child_plan plan = {
+                .bin = h->hypervisor, .argv = argv,
+                .fds = { devnull, devnull, ep[1], sp[1], files[0], files[1], files[2] },
+                .keep_root = h->kvm, .uid = h->qemu_uid,
+        };
+        pid_t pid = spawn(&plan, &v->pidfd);
+        if (pid < 0) {
+                r = hxs_fail(err, HXS_ERR_SETUP, pid, "starting %s: %s", h->hypervisor, strerror(-pid));
+                goto out;
+        }
+        v->pid = pid;
+        v->chan = sp[0];
+        v->err_fd = ep[0];
+        sp[0] = ep[0] = -1;
+        int fl = fcntl(v->chan, F_GETFL);
+        if (fl < 0 || fcntl(v->chan, F_SETFL, fl | O_NONBLOCK) < 0) {
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "starting the microVM: %s", strerror(errno));
+                goto out;
+        }
+        r = 0;
+out:
+        for (int i = 0; i < 3; i++)
+                if (files[i] >= 0)
+                        close(files[i]);
+        int *fds[] = { &sp[0], &sp[1], &ep[0], &ep[1], &devnull };
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                if (*fds[i] >= 0)
+                        close(*fds[i]);
+        return r;
+}

@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The microVM backend behind the engine's table. An execution takes a booted VM from
+ * the pool (or boots one), sends the request, turns the agent's frames into the same
+ * result the namespace backend gives, and destroys the VM. Everything the guest
+ * sends is hostile: a malformed frame ends the execution and the VM.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/macro.h"
+#include "engine/engine.h"
+#include "engine/exec.h"
+#include "engine/runtime.h"
+#include "vm/vm.h"
+
+/* How long a VM may take to boot before the program's own time starts counting. */
+#define BOOT_ALLOWANCE_KVM_MS   20000u
+#define BOOT_ALLOWANCE_TCG_MS   90000u
+/* How long the agent may take to report after the program's time is up. */
+#define REPORT_GRACE_MS         10000u
+
+enum { TAG_CHAN = 1, TAG_PIDFD, TAG_TIMER };
+
+struct vm_backend {
+        vm_host host;
+        vm_pool *pool;
+};
+
+struct vm_exec {
+        vm_instance vm;
+        bool have_vm;
+        bool pooled;
+        int timer_fd;
+        uint8_t *out;           /* frames still to send */
+        size_t out_len, out_off;
+        bool out_armed;         /* EPOLLOUT is on */
+        bool got_exit;
+        hxp_exit ex;
+};
+
+static int epoll_set(int epfd, int op, int fd, uint32_t events, uint64_t tag)
+{
+        struct epoll_event ev = { .events = events, .data.u64 = tag };
+        return epoll_ctl(epfd, op, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* ---- the request, as frames ---------------------------------------------------- */
+
+static int append_frame(uint8_t *buf, size_t *len, hxp_type type, const void *p, size_t n)
+{
+        int r = hxp_header(buf + *len, type, n);
+        if (r < 0)
+                return r;
+        if (n)
+                memcpy(buf + *len + HXP_HEADER_SIZE, p, n);
+        *len += HXP_HEADER_SIZE + n;
+        return 0;
+}
+
+static size_t chunked_size(size_t n)
+{
+        size_t frames = (n + HXP_PAYLOAD_MAX - 1) / HXP_PAYLOAD_MAX;
+        return n + frames * HXP_HEADER_SIZE;
+}
+
+static int append_chunks(uint8_t *buf, size_t *len, hxp_type type, const uint8_t *p, size_t n)
+{
+        while (n > 0) {
+                size_t c = n < HXP_PAYLOAD_MAX ? n : HXP_PAYLOAD_MAX;
+                int r = append_frame(buf, len, type, p, c);
+                if (r < 0)
+                        return r;
+                p += c;
+                n -= c;
+        }
+        return 0;
+}
+
+/* RUN, CODE..., STDIN..., an empty STDIN, START: one buffer written as the VM reads. */
+static int build_request(hxs_exec *x, hxs_error *err)
+{
+        const hxs_config *cfg = &x->engine->cfg;
+        const hxs_request *req = x->req;
+        char **env = NULL;
+        int r = hxs_exec_env(req, &env);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+        size_t n_env = 0;
+        while (env[n_env])
+                n_env++;
+        uint8_t *run = malloc(HXP_PAYLOAD_MAX);
+        if (!run) {
+                hxs_strv_free(env);
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        }
+        hxp_builder b;
+        hxp_builder_init(&b, run, HXP_PAYLOAD_MAX);
+        uint64_t timeout_ms = (uint64_t)hxs_request_timeout_s(req) * 1000;
+        hxp_put_u32(&b, HXP_RUN_LANGUAGE, (uint32_t)req->language);
+        hxp_put_u32(&b, HXP_RUN_TIMEOUT_MS, (uint32_t)timeout_ms);
+        hxp_put_u32(&b, HXP_RUN_MEMORY_MB, hxs_request_memory_mb(req));
+        hxp_put_u32(&b, HXP_RUN_PIDS_MAX, cfg->pids_max);
+        hxp_put_u32(&b, HXP_RUN_NOFILE, cfg->nofile);
+        hxp_put_u32(&b, HXP_RUN_TMPFS_MB, cfg->tmpfs_mb);
+        hxp_put_u32(&b, HXP_RUN_OUTPUT_MAX, cfg->max_output_bytes);
+        hxp_put_u32(&b, HXP_RUN_CODE_LEN, (uint32_t)req->code_len);
+        hxp_put_u32(&b, HXP_RUN_STDIN_LEN, (uint32_t)req->stdin_len);
+        for (size_t i = 0; i < n_env; i++)
+                hxp_put_bytes(&b, HXP_RUN_ENV, env[i], strlen(env[i]));
+        hxs_strv_free(env);
+        if (b.overflow || n_env > HXP_ENV_MAX) {
+                free(run);
+                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
+                                      "env_vars: more than the microVM backend takes (%u variables, "
+                                      "%u bytes in all)", HXP_ENV_MAX, HXP_PAYLOAD_MAX - 1024);
+        }
+        struct vm_exec *vx = x->vm;
+        size_t total = HXP_HEADER_SIZE + b.len + chunked_size(req->code_len) +
+                       chunked_size(req->stdin_len) + 2 * HXP_HEADER_SIZE;
+        vx->out = malloc(total);
+        if (!vx->out) {
+                free(run);
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        }
+        vx->out_len = 0;
+        r = append_frame(vx->out, &vx->out_len, HXP_RUN, run, b.len);
+        free(run);
+        if (r == 0)
+                r = append_chunks(vx->out, &vx->out_len, HXP_CODE, (const uint8_t *)req->code, req->code_len);
+        if (r == 0)
+                r = append_chunks(vx->out, &vx->out_len, HXP_STDIN, (const uint8_t *)req->stdin_data,
+                                  req->stdin_len);
+        if (r == 0)
+                r = append_frame(vx->out, &vx->out_len, HXP_STDIN, NULL, 0);
+        if (r == 0)
+                r = append_frame(vx->out, &vx->out_len, HXP_START, NULL, 0);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "building the microVM request");
+        return 0;
+}
+
+/* ---- executions ------------------------------------------------------------------ */
+
+static void set_failure(hxs_exec *x, const char *what, const char *detail)
+{
+        if (x->setup_failed)
+                return;
+        x->setup_failed = true;
+        hxs_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "%s%s", what, detail);
+}
+
+static void finish(hxs_exec *x)
+{
+        struct vm_exec *vx = x->vm;
+        hxs_result *res = &x->result;
+        res->execution_time_ms = hxs_exec_elapsed_ms(x);
+        if (vx->got_exit) {
+                hxs_result_set_status(res, (int)vx->ex.wait_status, true, vx->ex.timed_out != 0,
+                                      vx->ex.oom_killed != 0 && !vx->ex.timed_out);
+                res->memory_used_mb = ((uint64_t)vx->ex.memory_kb + 1023) / 1024;
+                x->setup_failed = false;
+        } else if (x->timed_out) {
+                hxs_result_set_status(res, 0, false, true, false);
+                x->setup_failed = false;
+        } else if (x->killed) {
+                hxs_result_set_status(res, SIGKILL, true, false, false);
+                x->setup_failed = false;
+        } else {
+                set_failure(x, "the microVM stopped without reporting a result", "");
+        }
+        res->warm = vx->pooled;
+        res->stdout_truncated = capbuf_truncated(&x->out);
+        res->stderr_truncated = capbuf_truncated(&x->err);
+        res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);
+        res->stderr_data = capbuf_steal(&x->err, &res->stderr_len);
+        x->done = true;
+        /* one VM, one execution: it goes now, whatever the agent does next */
+        if (vx->have_vm) {
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->vm.chan, NULL);
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->vm.pidfd, NULL);
+                vm_destroy(&vx->vm);
+                vx->have_vm = false;
+        }
+}
+
+static int arm_timer(int tfd, uint64_t ms)
+{
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000),
+                                                .tv_nsec = (long)(ms % 1000) * 1000000 + 1 } };
+        return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
+}
+
+static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
+{
+        struct vm_backend *b = e->vm;
+        struct vm_exec *vx = calloc(1, sizeof(*vx));
+        if (!vx)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        vx->timer_fd = -1;
+        x->vm = vx;
+        clock_gettime(CLOCK_MONOTONIC, &x->started);
+        int r = build_request(x, err);
+        if (r < 0)
+                return r;
+        uint32_t ram = hxs_request_memory_mb(x->req) + VM_OVERHEAD_MB;
+        if (b->pool && vm_pool_take(b->pool, ram, &vx->vm) == 0) {
+                vx->pooled = true;
+        } else {
+                r = vm_spawn(&b->host, ram, &vx->vm, err);
+                if (r < 0)
+                        return r;
+        }
+        vx->have_vm = true;
+        uint64_t limit = (uint64_t)hxs_request_timeout_s(x->req) * 1000 + REPORT_GRACE_MS;
+        if (!vx->pooled)
+                limit += b->host.kvm ? BOOT_ALLOWANCE_KVM_MS : BOOT_ALLOWANCE_TCG_MS;
+        vx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (vx->timer_fd < 0 || arm_timer(vx->timer_fd, limit) < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "timerfd: %s", strerror(errno));
+        vx->out_armed = true;
+        if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.chan, EPOLLIN | EPOLLOUT, TAG_CHAN)) < 0 ||
+            (r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
+            (r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->timer_fd, EPOLLIN, TAG_TIMER)) < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+        return 0;
+}
+
+static void send_pending(hxs_exec *x)
+{
+        struct vm_exec *vx = x->vm;
+        while (vx->out_off < vx->out_len) {
+                ssize_t w = write(vx->vm.chan, vx->out + vx->out_off, vx->out_len - vx->out_off);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return;
+                        break; /* the VM is gone: the reader or the pidfd will say so */
+                }
+                vx->out_off += (size_t)w;
+        }
+        vx->out_off = vx->out_len;
+        if (vx->out_armed) {
+                (void)epoll_set(x->epfd, EPOLL_CTL_MOD, vx->vm.chan, EPOLLIN, TAG_CHAN);
+                vx->out_armed = false;
+        }
+        free(vx->out);
+        vx->out = NULL;
+        vx->out_len = vx->out_off = 0;
+}
+
+/* Frames from the agent. Returns true when the execution is over. */
+static bool receive(hxs_exec *x)
+{
+        struct vm_exec *vx = x->vm;
+        for (;;) {
+                hxp_frame f;
+                int r = vm_read_frame(&vx->vm, &f);
+                if (r == 0)
+                        return false;
+                if (r < 0) {
+                        if (r == -EBADMSG)
+                                set_failure(x, "the microVM's agent sent a malformed frame", "");
+                        return true;
+                }
+                switch (f.type) {
+                case HXP_READY:
+                        break;
+                case HXP_STDOUT:
+                        (void)capbuf_append(&x->out, f.payload, f.len);
+                        break;
+                case HXP_STDERR:
+                        (void)capbuf_append(&x->err, f.payload, f.len);
+                        break;
+                case HXP_EXIT:
+                        if (hxp_exit_decode(f.payload, f.len, &vx->ex) < 0) {
+                                set_failure(x, "the microVM's agent sent a malformed result", "");
+                                return true;
+                        }
+                        vx->got_exit = true;
+                        return true;
+                case HXP_ERROR: {
+                        char msg[300];
+                        size_t n = f.len < sizeof(msg) - 1 ? f.len : sizeof(msg) - 1;
+                        memcpy(msg, f.payload, n);
+                        msg[n] = '\0';
+                        for (char *p = msg; *p; p++)
+                                if ((unsigned char)*p < 0x20)
+                                        *p = ' ';
+                        set_failure(x, "setting up the microVM: ", msg);
+                        return true;
+                }
+                default:
+                        set_failure(x, "the microVM's agent sent an unexpected frame", "");
+                        return true;
+                }
+        }
+}
+
+static int vm_process(hxs_exec *x)
+{
+        struct epoll_event evs[4];
+        int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
+        bool over = false, hv_exited = false;
+        for (int i = 0; i < n; i++) {
+                switch (evs[i].data.u64) {
+                case TAG_TIMER:
+                        x->timed_out = true;
+                        over = true;
+                        break;
+                case TAG_PIDFD:
+                        hv_exited = true;
+                        break;
+                case TAG_CHAN:
+                        if (evs[i].events & EPOLLOUT)
+                                send_pending(x);
+                        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                                over |= receive(x);
+                        break;
+                }
+        }
+        if (hv_exited && !over) {
+                (void)receive(x); /* what it said before it went, then the end */
+                over = true;
+        }
+        if (over && !x->done)
+                finish(x);
+        return 0;
+}
+
+static void vm_kill(hxs_exec *x)
+{
+        if (x->vm && !x->done)
+                finish(x);
+}
+
+static void vm_release(hxs_exec *x)
+{
+        struct vm_exec *vx = x->vm;
+        if (!vx)
+                return;
+        if (vx->have_vm)
+                vm_destroy(&vx->vm);
+        if (vx->timer_fd >= 0)
+                close(vx->timer_fd);
+        free(vx->out);
+        free(vx);
+        x->vm = NULL;
+}
+
+/* ---- engine ------------------------------------------------------------------------ */
+
+static int vm_init(hxs_engine *e, hxs_error *err)
+{
+        struct vm_backend *b = calloc(1, sizeof(*b));
+        if (!b)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        e->vm = b;
+        int r = vm_host_init(&b->host, &e->cfg, e->kind, err);
+        if (r < 0)
+                return r;
+        return vm_pool_new(&b->host, e->cfg.vm_pool_size, e->cfg.vm_pool_memory_mb,
+                           e->cfg.max_memory_mb + VM_OVERHEAD_MB, &b->pool, err);
+}
+
+static void vm_fini(hxs_engine *e)
+{
+        if (!e->vm)
+                return;
+        vm_pool_free(e->vm->pool);
+        free(e->vm);
+        e->vm = NULL;
+}
+
+static int vm_check(hxs_engine *e, hxs_error *err)
+{
+        const vm_host *h = &e->vm->host;
+        const char *files[] = { h->hypervisor, h->kernel, h->initrd, h->rootfs };
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+                if (access(files[i], R_OK) < 0)
+                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "%s: %s", files[i], strerror(errno));
+        return 0;
+}
+
+void hxs_vm_stats(hxs_engine *e, hxs_engine_stats *st)
+{
+        if (!e->vm)
+                return;
+        st->vm_accel = e->vm->host.kvm ? "kvm" : "tcg";
+        if (e->vm->pool)
+                vm_pool_state(e->vm->pool, &st->vm_pool_ready, &st->vm_pool_target,
+                              &st->vm_booted, &st->vm_boot_failures);
+}
+
+const hxs_backend_ops hxs_qemu_backend = {
+        .name = "qemu",
+        .init = vm_init, .fini = vm_fini, .check = vm_check,
+        .start = vm_start, .process = vm_process, .kill = vm_kill, .release = vm_release,
+};
+
+const hxs_backend_ops hxs_firecracker_backend = {
+        .name = "firecracker",
+        .init = vm_init, .fini = vm_fini, .check = vm_check,
+        .start = vm_start, .process = vm_process, .kill = vm_kill, .release = vm_release,
+};

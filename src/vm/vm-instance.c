@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One microVM's life on the host side, whatever the hypervisor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "vm/vm.h"
+
+static int write_all(int fd, const uint8_t *p, size_t n, int timeout_ms)
+{
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0 && errno == EAGAIN) {
+                        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                        int r = poll(&pfd, 1, timeout_ms);
+                        if (r == 0)
+                                return -ETIMEDOUT;
+                        if (r < 0 && errno != EINTR)
+                                return -errno;
+                        continue;
+                }
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
+{
+        memset(v, 0, sizeof(*v));
+        v->pid = -1;
+        v->pidfd = v->chan = v->err_fd = -1;
+        v->ram_mb = ram_mb;
+        v->rbuf = malloc(HXP_FRAME_MAX);
+        if (!v->rbuf)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        if (getrandom(&v->nonce, sizeof(v->nonce), 0) != sizeof(v->nonce))
+                v->nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+        clock_gettime(CLOCK_MONOTONIC, &v->spawned);
+        int r = h->kind == HXS_BACKEND_FIRECRACKER ? vm_firecracker_spawn(h, ram_mb, v, err)
+                                                   : vm_qemu_spawn(h, ram_mb, v, err);
+        if (r < 0) {
+                vm_destroy(v);
+                return r;
+        }
+        /* HELLO waits in the stream until the agent has booted and opens its port */
+        uint8_t hello[HXP_HEADER_SIZE + 4];
+        hxp_header(hello, HXP_HELLO, 4);
+        hxp_store_u32(hello + HXP_HEADER_SIZE, v->nonce);
+        r = write_all(v->chan, hello, sizeof(hello), 5000);
+        if (r < 0) {
+                vm_destroy(v);
+                return hxs_fail(err, HXS_ERR_SETUP, r, "starting the microVM: sending HELLO: %s",
+                                strerror(-r));
+        }
+        return 0;
+}
+
+void vm_destroy(vm_instance *v)
+{
+        if (v->pidfd >= 0) {
+                (void)pidfd_send_signal(v->pidfd, SIGKILL, NULL, 0);
+                siginfo_t si;
+                while (waitid(P_PIDFD, (id_t)v->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+                        ;
+                close(v->pidfd);
+                v->pidfd = -1;
+        }
+        if (v->chan >= 0)
+                close(v->chan);
+        if (v->err_fd >= 0)
+                close(v->err_fd);
+        v->chan = v->err_fd = -1;
+        if (v->jail[0])
+                vm_firecracker_cleanup(v);
+        free(v->rbuf);
+        v->rbuf = NULL;
+        v->rlen = v->rskip = 0;
+        v->pid = -1;
+}
+
+int vm_read_frame(vm_instance *v, hxp_frame *ret)
+{
+        if (v->rskip) {
+                memmove(v->rbuf, v->rbuf + v->rskip, v->rlen - v->rskip);
+                v->rlen -= v->rskip;
+                v->rskip = 0;
+        }
+        for (;;) {
+                long n = hxp_parse(v->rbuf, v->rlen, ret);
+                if (n < 0)
+                        return -EBADMSG;
+                if (n > 0) {
+                        v->rskip = (size_t)n;
+                        return 1;
+                }
+                if (v->rlen == HXP_FRAME_MAX)
+                        return -EBADMSG; /* cannot happen: a valid header fits its frame */
+                ssize_t got = read(v->chan, v->rbuf + v->rlen, HXP_FRAME_MAX - v->rlen);
+                if (got == 0)
+                        return -EPIPE;
+                if (got < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return errno == ECONNRESET ? -EPIPE : -errno;
+                }
+                v->rlen += (size_t)got;
+        }
+}
+
+void vm_stderr_text(vm_instance *v, char *buf, size_t size)
+{
+        if (v->err_fd < 0 || size == 0)
+                return;
+        size_t len = strlen(buf);
+        while (len + 1 < size) {
+                ssize_t n = read(v->err_fd, buf + len, size - 1 - len);
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+        }
+        buf[len] = '\0';
+        /* one line for an error message */
+        for (char *p = buf; *p; p++)
+                if (*p == '\n' || *p == '\r' || (unsigned char)*p < 0x20)
+                        *p = ' ';
+}
+
+int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size)
+{
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                hxp_frame f;
+                int r = vm_read_frame(v, &f);
+                if (r > 0) {
+                        if (f.type == HXP_READY && f.len >= 4 && hxp_load_u32(f.payload) == v->nonce)
+                                return 0;
+                        if (f.type == HXP_ERROR) {
+                                snprintf(err_text, err_size, "the guest agent: %.*s",
+                                         (int)(f.len > 300 ? 300 : f.len), (const char *)f.payload);
+                                return -EPROTO;
+                        }
+                        continue; /* a stale frame */
+                }
+                if (r < 0) {
+                        snprintf(err_text, err_size, r == -EBADMSG ? "the guest agent sent a malformed frame"
+                                                                   : "the microVM stopped before its agent was ready: ");
+                        if (r == -EPIPE)
+                                vm_stderr_text(v, err_text, err_size);
+                        return r;
+                }
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
+                                          (now.tv_nsec - start.tv_nsec) / 1000000);
+                if (left <= 0) {
+                        snprintf(err_text, err_size, "the microVM's agent was not ready after %d ms", timeout_ms);
+                        return -ETIMEDOUT;
+                }
+                struct pollfd pfd[2] = { { .fd = v->chan, .events = POLLIN },
+                                         { .fd = v->pidfd, .events = POLLIN } };
+                if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)
+                        return -errno;
+                if ((pfd[1].revents & POLLIN) && !(pfd[0].revents & POLLIN)) {
+                        snprintf(err_text, err_size, "the microVM stopped before its agent was ready: ");
+                        vm_stderr_text(v, err_text, err_size);
+                        return -EPIPE;
+                }
+        }
+}

@@ -30,7 +30,7 @@
 #include "fuzz.h"
 
 
-enum kind { NUM, STR, BACKEND, LISTEN, BOOL };
+enum kind { NUM, STR, BACKEND, ACCEL, LISTEN, BOOL };
 
 /* The documented ranges (README/--help), restated independently of config.c. */
 static const struct range {
@@ -46,6 +46,11 @@ static const struct range {
         { "LISTEN_ADDRESS", LISTEN, offsetof(hxs_config, listen_address), 0, 255 },
         S("FIRECRACKER_BIN", firecracker_bin),
         { "SANDBOX_BACKEND", BACKEND, offsetof(hxs_config, backend), 0, HXS_BACKEND_MAX - 1 },
+        S("QEMU_BIN", qemu_bin),
+        S("SANDBOX_VM_IMAGE_DIR", vm_image_dir),
+        { "SANDBOX_VM_ACCEL", ACCEL, offsetof(hxs_config, vm_accel), 0, HXS_VM_ACCEL_MAX - 1 },
+        N("VM_POOL_SIZE", vm_pool_size, 0, 64),
+        N("VM_POOL_MEMORY_MB", vm_pool_memory_mb, 0, 1048576),
         N("MAX_CONCURRENT", max_concurrent, 0, 4096),
         N("MAX_QUEUE", max_queue, 0, 100000),
         N("QUEUE_TIMEOUT", queue_timeout_s, 0, 3600),
@@ -128,7 +133,7 @@ static void check_ranges(const hxs_config *cfg)
         for (size_t i = 0; i < N_RANGES; i++) {
                 const struct range *r = &ranges[i];
                 const char *base = (const char *)cfg + r->offset;
-                if (r->kind == NUM || r->kind == BACKEND) {
+                if (r->kind == NUM || r->kind == BACKEND || r->kind == ACCEL) {
                         uint32_t v;
                         memcpy(&v, base, sizeof(v));
                         if (v < r->min || v > r->max)
@@ -182,6 +187,8 @@ static int set_one(hxs_config *cfg, const char *name, const char *value)
                         CHECK(strcmp(base, value) == 0);
                 if (rg->kind == BACKEND)
                         CHECK(strcmp(hxs_backend_name(cfg->backend), value) == 0);
+                if (rg->kind == ACCEL)
+                        CHECK(strcmp(hxs_vm_accel_name(cfg->vm_accel), value) == 0);
                 if (rg->kind == BOOL) {
                         bool on = strcmp(value, "on") == 0 || strcmp(value, "true") == 0 ||
                                   strcmp(value, "1") == 0 || strcmp(value, "yes") == 0;
@@ -272,7 +279,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (v && set_one(&single, env, v) < 0)
                         expect_fail = true;
         }
-        if (single.state_dir[0] != '/' || (single.rootfs[0] && single.rootfs[0] != '/'))
+        if (single.state_dir[0] != '/' || (single.rootfs[0] && single.rootfs[0] != '/') ||
+            single.vm_image_dir[0] != '/' || single.qemu_bin[0] != '/' || single.firecracker_bin[0] != '/')
                 expect_fail = true;
 
         hxs_config env_cfg;

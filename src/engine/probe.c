@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "engine/engine.h"
+#include "vm/vm.h"
 
 static size_t add(hxs_probe_item *items, size_t max, size_t n, const char *name,
                   hxs_probe_status st, const char *fmt, ...) _printf_(6, 7);
@@ -105,17 +106,33 @@ size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
         else
                 n = add(items, max, n, "landlock", HXS_PROBE_DEGRADED, "not available (%s); optional", strerror(errno));
 
-        if (access("/dev/kvm", R_OK | W_OK) == 0)
-                n = add(items, max, n, "kvm", HXS_PROBE_OK, "/dev/kvm is usable");
-        else
-                n = add(items, max, n, "kvm", HXS_PROBE_DEGRADED, "/dev/kvm: %s; microVM backends would run under TCG only",
-                        strerror(errno));
+        /* microVM backends: KVM, the hypervisors, the guest image */
+        char why[160];
+        bool kvm = vm_kvm_usable(why, sizeof(why));
+        n = add(items, max, n, "kvm", kvm ? HXS_PROBE_OK : HXS_PROBE_DEGRADED, "%s%s", why,
+                kvm ? "" : "; microVMs would run under TCG only (SANDBOX_VM_ACCEL=tcg), much slower");
+        bool qemu = access(cfg->qemu_bin, X_OK) == 0;
+        n = add(items, max, n, "qemu", qemu ? HXS_PROBE_OK : HXS_PROBE_DEGRADED, "%s%s%s", cfg->qemu_bin,
+                qemu ? "" : ": ", qemu ? "" : strerror(errno));
         if (access(cfg->firecracker_bin, X_OK) == 0)
                 n = add(items, max, n, "firecracker", HXS_PROBE_OK, "%s", cfg->firecracker_bin);
         else
                 n = add(items, max, n, "firecracker", HXS_PROBE_DEGRADED, "%s: %s", cfg->firecracker_bin, strerror(errno));
-        n = add(items, max, n, "microvm backend", HXS_PROBE_DEGRADED,
-                "not part of this build: SANDBOX_BACKEND=auto uses namespaces");
+        bool image = true;
+        static const char *const image_files[] = { "vmlinux", "initramfs.img", "rootfs.ext4" };
+        for (size_t i = 0; i < ARRAY_SIZE(image_files); i++) {
+                char path[512];
+                snprintf(path, sizeof(path), "%s/%s", cfg->vm_image_dir, image_files[i]);
+                if (access(path, R_OK) < 0) {
+                        n = add(items, max, n, "vm image", HXS_PROBE_DEGRADED,
+                                "%s: %s (hexr-sandbox image build)", path, strerror(errno));
+                        image = false;
+                        break;
+                }
+        }
+        if (image)
+                n = add(items, max, n, "vm image", HXS_PROBE_OK, "%s", cfg->vm_image_dir);
+        bool vm_ok = qemu && image;
 
         static const char *const runtimes[][2] = { { "python", "/usr/bin/python3" },
                                                    { "javascript", "/usr/bin/node" },
@@ -129,9 +146,29 @@ size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                         n = add(items, max, n, runtimes[i][0], HXS_PROBE_DEGRADED, "%s: %s", path, strerror(errno));
         }
 
-        *ret_backend = HXS_BACKEND_NAMESPACES;
-        *ret_runnable = ns_ok && (cfg->backend == HXS_BACKEND_AUTO || cfg->backend == HXS_BACKEND_NAMESPACES);
-        if (cfg->backend == HXS_BACKEND_QEMU || cfg->backend == HXS_BACKEND_FIRECRACKER)
-                *ret_backend = cfg->backend;
+        /* the same choice as the engine's: auto takes a microVM only with KVM */
+        switch (cfg->backend) {
+        case HXS_BACKEND_QEMU:
+                *ret_backend = HXS_BACKEND_QEMU;
+                *ret_runnable = vm_ok && (kvm || cfg->vm_accel != HXS_VM_ACCEL_KVM);
+                break;
+        case HXS_BACKEND_FIRECRACKER:
+                *ret_backend = HXS_BACKEND_FIRECRACKER;
+                *ret_runnable = image && kvm && access(cfg->firecracker_bin, X_OK) == 0;
+                break;
+        case HXS_BACKEND_AUTO:
+                if (vm_ok && kvm) {
+                        *ret_backend = HXS_BACKEND_QEMU;
+                        *ret_runnable = true;
+                        break;
+                }
+                _fallthrough_;
+        case HXS_BACKEND_NAMESPACES:
+        case HXS_BACKEND_MAX:
+        default:
+                *ret_backend = HXS_BACKEND_NAMESPACES;
+                *ret_runnable = ns_ok;
+                break;
+        }
         return n;
 }

@@ -222,6 +222,13 @@ static void reply_health(call *c)
                 json_object_set_new(o, "warm", warm);
         else
                 json_decref(warm);
+        /* microVM backends: the accelerator and the pool of booted VMs */
+        if (o && st.vm_accel)
+                json_object_set_new(o, "vm", json_pack("{s:s,s:I,s:I,s:I,s:I}", "accel", st.vm_accel,
+                                                       "pool_ready", (json_int_t)st.vm_pool_ready,
+                                                       "pool_target", (json_int_t)st.vm_pool_target,
+                                                       "booted", (json_int_t)st.vm_booted,
+                                                       "boot_failures", (json_int_t)st.vm_boot_failures));
         free(c->reply);
         c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
         c->reply_len = c->reply ? strlen(c->reply) : 0;

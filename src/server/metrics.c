@@ -147,6 +147,16 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
         family(f, "hexr_sandbox_warm_template_restarts_total", "counter",
                "Warm templates restarted since the service started.");
         fprintf(f, "hexr_sandbox_warm_template_restarts_total %lu\n", st.template_restarts);
+        family(f, "hexr_sandbox_vm_pool_ready", "gauge", "Booted microVMs waiting for an execution.");
+        fprintf(f, "hexr_sandbox_vm_pool_ready %u\n", st.vm_pool_ready);
+        family(f, "hexr_sandbox_vm_pool_target", "gauge",
+               "Booted microVMs the pool keeps (VM_POOL_SIZE within VM_POOL_MEMORY_MB; 0 for namespaces).");
+        fprintf(f, "hexr_sandbox_vm_pool_target %u\n", st.vm_pool_target);
+        family(f, "hexr_sandbox_vm_pool_boots_total", "counter", "MicroVMs the pool has booted to a ready agent.");
+        fprintf(f, "hexr_sandbox_vm_pool_boots_total %lu\n", st.vm_booted);
+        family(f, "hexr_sandbox_vm_pool_boot_failures_total", "counter",
+               "Pool boots that did not reach a ready agent.");
+        fprintf(f, "hexr_sandbox_vm_pool_boot_failures_total %lu\n", st.vm_boot_failures);
 
         family(f, "hexr_sandbox_rejected_requests_total", "counter",
                "Execution requests turned away before running, by reason.");

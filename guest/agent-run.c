@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One execution inside the VM, set up by the namespace backend's own code: the agent
+ * clones a child into fresh user, pid, mount, net, ipc and uts namespaces and a cgroup
+ * of the guest, and the child runs ns_child_main (src/ns/ns-child.c) exactly as a
+ * cold sandbox on the host does: a tmpfs root with the root image's /usr read-only,
+ * the same synthesized /etc and minimal /dev, fresh /tmp and home, the code under
+ * /code, then the program as the sandbox user with no capabilities, no_new_privs,
+ * the same seccomp filter and the same rlimits. So the two backends cannot drift.
+ *
+ * What differs is only what the host engine does around it, done here by the agent:
+ * the uid maps, the cgroup (memory.max, no swap, pids.max), the kill and the figures.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "engine/request.h"
+#include "core/macro.h"
+#include "guest/agent.h"
+#include "ns/ns.h"
+#include "ns/payload.h"
+#include "ns/seccomp.h"
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define CG_DIR CG_ROOT "/sandbox"
+#define MOUNTPOINT "/run/sandbox"
+/* guest uid of the sandbox's root (the sandbox user is +1000), as SANDBOX_UID_BASE */
+#define AGENT_UID_BASE 1000000u
+
+/* The interpreters and file names of the namespace backend (src/engine/runtime.c). */
+static const struct {
+        const char *interpreter, *code_name;
+} runtimes[HXS_LANG_MAX] = {
+        [HXS_LANG_PYTHON] = { "/usr/bin/python3", "main.py" },
+        [HXS_LANG_JAVASCRIPT] = { "/usr/bin/node", "main.js" },
+        [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
+};
+
+static int fail(char *msg, size_t size, int err, const char *what)
+{
+        if (err)
+                snprintf(msg, size, "%s: %s", what, strerror(err));
+        else
+                snprintf(msg, size, "%s", what);
+        return err ? -err : -EIO;
+}
+
+uint64_t agent_now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cg_write(const char *file, const char *value, bool optional)
+{
+        char path[128];
+        snprintf(path, sizeof(path), CG_DIR "/%s", file);
+        int r = write_file(path, value);
+        return r == -ENOENT && optional ? 0 : r;
+}
+
+/* The program's cgroup: memory.max with no swap, pids.max. Returns an fd on it for
+ * CLONE_INTO_CGROUP, so that the sandbox is inside before it runs anything. */
+static int cg_create(const hxp_run *run, char *msg, size_t size)
+{
+        char v[32];
+        int r = write_file(CG_ROOT "/cgroup.subtree_control", "+memory +pids");
+        if (r < 0)
+                return fail(msg, size, -r, "enabling the memory and pids controllers");
+        if (mkdir(CG_DIR, 0755) < 0)
+                return fail(msg, size, errno, "creating the sandbox's cgroup");
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)run->memory_mb << 20);
+        if ((r = cg_write("memory.max", v, false)) < 0)
+                return fail(msg, size, -r, "setting memory.max");
+        if ((r = cg_write("memory.swap.max", "0", true)) < 0)
+                return fail(msg, size, -r, "setting memory.swap.max");
+        snprintf(v, sizeof(v), "%u", run->pids_max);
+        if ((r = cg_write("pids.max", v, false)) < 0)
+                return fail(msg, size, -r, "setting pids.max");
+        int fd = open(CG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return fail(msg, size, errno, "opening the sandbox's cgroup");
+        return fd;
+}
+
+static int write_maps(pid_t pid)
+{
+        char path[64], map[128];
+        snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", AGENT_UID_BASE, NS_SANDBOX_UID,
+                 AGENT_UID_BASE + NS_SANDBOX_UID);
+        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+        int r = write_file(path, map);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+        return write_file(path, map);
+}
+
+static int set_nonblock(int fd)
+{
+        int fl = fcntl(fd, F_GETFL);
+        return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+/* The request's code and environment in the payload format ns_child_main reads. */
+static int make_payload(const hxp_run *run, const uint8_t *code)
+{
+        char **envp = calloc(run->n_env + 1, sizeof(char *));
+        if (!envp)
+                return -ENOMEM;
+        int r = 0;
+        for (size_t i = 0; i < run->n_env && r == 0; i++)
+                if (!(envp[i] = strndup((const char *)run->env[i], run->env_len[i])))
+                        r = -ENOMEM;
+        if (r == 0) {
+                hxs_request req = { .language = (hxs_language)run->language, .code = (char *)code,
+                                    .code_len = run->code_len };
+                r = payload_create(&req, envp);
+        }
+        for (size_t i = 0; i < run->n_env; i++)
+                free(envp[i]);
+        free(envp);
+        return r;
+}
+
+static void close_pipe(int p[2])
+{
+        close_fd(&p[0]);
+        close_fd(&p[1]);
+}
+
+int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg, size_t size)
+{
+        static hxs_seccomp seccomp;
+        static bool have_seccomp;
+        static hxs_config cfg;
+        int r, payload_fd = -1, cg_fd = -1, pidfd = -1;
+        int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
+            err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
+
+        *job = (agent_job){ .pid = -1, .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1,
+                            .stderr_fd = -1, .report_fd = -1, .sync_fd = -1, .cg_fd = -1 };
+        if (run->language >= HXS_LANG_MAX)
+                return fail(msg, size, 0, "unknown language");
+        if (!have_seccomp) {
+                hxs_error err = { 0 };
+                if ((r = hxs_seccomp_build(&seccomp, &err)) < 0)
+                        return fail(msg, size, -r, "building the seccomp filter");
+                have_seccomp = true;
+        }
+        cfg = (hxs_config){ .tmpfs_mb = run->tmpfs_mb, .nofile = run->nofile };
+
+        if ((cg_fd = cg_create(run, msg, size)) < 0)
+                return cg_fd;
+        if ((payload_fd = make_payload(run, code)) < 0) {
+                r = fail(msg, size, -payload_fd, "writing the payload");
+                goto fail;
+        }
+        if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(report_p, O_CLOEXEC) < 0 ||
+            pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
+            (run->stdin_len > 0 && pipe2(in_p, O_CLOEXEC) < 0)) {
+                r = fail(msg, size, errno, "creating pipes");
+                goto fail;
+        }
+        if (mkdir(MOUNTPOINT, 0700) < 0 && errno != EEXIST) {
+                r = fail(msg, size, errno, "creating the sandbox's mount point");
+                goto fail;
+        }
+        ns_child_args a = {
+                .cfg = &cfg, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
+                .interpreter = runtimes[run->language].interpreter,
+                .code_name = runtimes[run->language].code_name,
+                .payload_fd = payload_fd, .sync_fd = sync_p[0], .report_fd = report_p[1],
+                .stdin_fd = in_p[0], .stdout_fd = out_p[1], .stderr_fd = err_p[1],
+        };
+        struct clone_args ca = {
+                .flags = NS_CLONE_FLAGS | CLONE_INTO_CGROUP | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
+                .cgroup = (uint64_t)cg_fd,
+        };
+        uint64_t started = agent_now_ns();
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0) {
+                r = fail(msg, size, errno, "cloning the sandbox");
+                goto fail;
+        }
+        if (pid == 0) {
+                ns_program prog;
+                ns_child_main(&a, &prog);
+                _exit(127); /* cold: not reached */
+        }
+        close_fd(&payload_fd);
+        close_fd(&sync_p[0]);
+        close_fd(&report_p[1]);
+        close_fd(&out_p[1]);
+        close_fd(&err_p[1]);
+        close_fd(&in_p[0]);
+        *job = (agent_job){ .pid = (pid_t)pid, .pidfd = pidfd, .stdin_fd = in_p[1],
+                            .stdout_fd = out_p[0], .stderr_fd = err_p[0],
+                            .report_fd = report_p[0], .sync_fd = sync_p[1], .cg_fd = cg_fd,
+                            .started_ns = started };
+        /* PID 1 of the sandbox must outlive the program under memory pressure, so that
+         * the status is reported; the program resets its own score. */
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
+        (void)write_file(path, "-1000");
+        if ((r = write_maps(job->pid)) < 0) {
+                fail(msg, size, -r, "writing the sandbox's uid and gid maps");
+                goto kill;
+        }
+        if ((r = set_nonblock(job->stdout_fd)) < 0 || (r = set_nonblock(job->stderr_fd)) < 0 ||
+            (r = set_nonblock(job->report_fd)) < 0 ||
+            (job->stdin_fd >= 0 && (r = set_nonblock(job->stdin_fd)) < 0)) {
+                fail(msg, size, -r, "pipes");
+                goto kill;
+        }
+        /* 'm': the maps are written; 'g': it is in its cgroup (it was born there).
+         * The write end stays open while the sandbox lives: a hang-up would tell it
+         * the agent is gone. */
+        if (write(job->sync_fd, "mg", 2) != 2) {
+                r = fail(msg, size, errno, "starting the sandbox");
+                goto kill;
+        }
+        return 0;
+kill:
+        run_kill(job);
+        run_close(job);
+        return r;
+fail:
+        close_fd(&payload_fd);
+        close_fd(&pidfd);
+        close_pipe(sync_p);
+        close_pipe(report_p);
+        close_pipe(out_p);
+        close_pipe(err_p);
+        close_pipe(in_p);
+        close_fd(&cg_fd);
+        (void)rmdir(CG_DIR);
+        return r;
+}
+
+void run_kill(agent_job *job)
+{
+        (void)write_file(CG_DIR "/cgroup.kill", "1");
+}
+
+void run_stats(agent_job *job, uint32_t *ret_peak_kb, bool *ret_oom)
+{
+        char buf[512];
+        *ret_peak_kb = 0;
+        *ret_oom = false;
+        if (read_file(CG_DIR "/memory.peak", buf, sizeof(buf)) > 0) {
+                unsigned long long b = strtoull(buf, NULL, 10);
+                *ret_peak_kb = b / 1024 > UINT32_MAX ? UINT32_MAX : (uint32_t)(b / 1024);
+        }
+        if (read_file(CG_DIR "/memory.events", buf, sizeof(buf)) > 0) {
+                const char *p = strstr(buf, "oom_kill ");
+                *ret_oom = p && strtoull(p + 9, NULL, 10) > 0;
+        }
+}
+
+void run_close(agent_job *job)
+{
+        if (job->pidfd >= 0 && job->pid > 0) {
+                siginfo_t si;
+                (void)waitid(P_PIDFD, (id_t)job->pidfd, &si, WEXITED);
+        }
+        close_fd(&job->pidfd);
+        close_fd(&job->stdin_fd);
+        close_fd(&job->stdout_fd);
+        close_fd(&job->stderr_fd);
+        close_fd(&job->report_fd);
+        close_fd(&job->sync_fd);
+        close_fd(&job->cg_fd);
+}

@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hexr-agent: PID 1 of a microVM. Boots the machine (agent-boot.c), waits for the
+ * host on its channel, receives one execution, runs it (agent-run.c), streams its
+ * output, reports how it ended and powers the VM off. A VM runs one execution.
+ *
+ * Everything that arrives on the channel is hostile: frames are parsed by src/proto
+ * (shared with the host), payloads are bounded before anything is allocated, and
+ * what does not fit the conversation is dropped. The channel is not a connection:
+ * the host may go away and come back (a read of 0 on a virtio port means nobody is
+ * connected), so the agent never gives up on it; a partial frame left by a host that
+ * went away is discarded, and until a conversation has begun (HELLO) anything that
+ * is not a complete HELLO is skipped byte-wise to the next magic.
+ *
+ * The conversation, and what the agent does at each step:
+ *
+ *      WAIT_HELLO --HELLO--> WAIT_RUN --RUN--> LOADING --CODE/STDIN...START--> RUNNING
+ *                              ^  HELLO (any state before RUNNING) starts over  |
+ *                                                                   EXIT, power off
+ *
+ * A RUN, CODE, STDIN or START that breaks the rules (bad field, more bytes than
+ * announced, START before everything arrived) ends the VM with an ERROR frame: the
+ * host that sent it is broken, and a VM runs one execution anyway.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/macro.h"
+#include "guest/agent.h"
+#include "hexr-sandbox/sandbox.h"
+#include "ns/ns.h"
+
+#ifndef HXS_VERSION
+#define HXS_VERSION "0"
+#endif
+
+#define OUT_CAP          (1u << 20)     /* frames queued for the host */
+#define OUT_CHUNK        (64u << 10)    /* program output per frame */
+#define OUT_RESERVE      (4u << 10)     /* room always kept for control frames */
+#define HUP_BACKOFF_MS   20             /* how often to look for a host that left */
+#define DRAIN_MS         5000           /* pipes still open this long after PID 1 died */
+#define FLUSH_MS         10000          /* last frames: how long to wait for the host */
+
+typedef enum state { WAIT_HELLO, WAIT_RUN, LOADING, RUNNING } state;
+
+static struct channel {
+        int fd;                 /* virtio port or accepted vsock connection; -1: none */
+        int listen_fd;          /* vsock only */
+        bool hup;               /* virtio port with no host on the other side */
+        uint64_t hup_until;
+        uint8_t in[HXP_FRAME_MAX];
+        size_t in_len;
+        uint8_t out[OUT_CAP];
+        size_t out_off, out_len;
+} ch = { .fd = -1, .listen_fd = -1 };
+
+static struct conversation {
+        state st;
+        hxp_run run;
+        uint8_t run_payload[HXP_PAYLOAD_MAX];
+        uint8_t *code, *stdin_data;
+        size_t code_got, stdin_got, stdin_off;
+        bool stdin_ended;
+        /* running */
+        agent_job job;
+        uint64_t deadline_ns, pid1_gone_ns, time_ns;
+        bool timed_out, killed, reaped;
+        int pid1_status;        /* wait status of the sandbox's PID 1 (waitid) */
+        uint64_t sent[2];       /* stdout, stderr bytes forwarded */
+        char report[512];
+        size_t report_len;
+} cv;
+
+void agent_log(const char *fmt, ...)
+{
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        if ((size_t)n > sizeof(buf) - 2)
+                n = sizeof(buf) - 2;
+        buf[n++] = '\n';
+        (void)!write(STDERR_FILENO, "hexr-agent: ", 12);
+        (void)!write(STDERR_FILENO, buf, (size_t)n);
+}
+
+/* ---- the channel ------------------------------------------------------------ */
+
+static size_t out_free(void)
+{
+        return OUT_CAP - ch.out_len;
+}
+
+/* Queues one frame. Callers keep OUT_RESERVE free for control frames. */
+static int send_frame(hxp_type type, const void *payload, size_t len)
+{
+        uint8_t h[HXP_HEADER_SIZE];
+        if (hxp_header(h, type, len) < 0)
+                return -EINVAL;
+        if (out_free() < HXP_HEADER_SIZE + len)
+                return -ENOBUFS;
+        if (ch.out_off + ch.out_len + HXP_HEADER_SIZE + len > OUT_CAP) {
+                memmove(ch.out, ch.out + ch.out_off, ch.out_len);
+                ch.out_off = 0;
+        }
+        uint8_t *p = ch.out + ch.out_off + ch.out_len;
+        memcpy(p, h, HXP_HEADER_SIZE);
+        if (len)
+                memcpy(p + HXP_HEADER_SIZE, payload, len);
+        ch.out_len += HXP_HEADER_SIZE + len;
+        return 0;
+}
+
+static void send_error(const char *text)
+{
+        agent_log("error: %s", text);
+        size_t len = strlen(text);
+        if (len > 1024)
+                len = 1024;
+        (void)send_frame(HXP_ERROR, text, len);
+}
+
+static void host_gone(void)
+{
+        /* whatever half frame it left must not swallow the next host's HELLO */
+        ch.in_len = 0;
+        if (ch.listen_fd >= 0) {
+                close_fd(&ch.fd);
+                ch.out_off = ch.out_len = 0;
+                return;
+        }
+        ch.hup = true;
+        ch.hup_until = agent_now_ns() + HUP_BACKOFF_MS * 1000000ull;
+}
+
+static void flush_out(void)
+{
+        while (ch.fd >= 0 && ch.out_len > 0) {
+                ssize_t n = write(ch.fd, ch.out + ch.out_off, ch.out_len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                host_gone();
+                        return;
+                }
+                ch.out_off += (size_t)n;
+                ch.out_len -= (size_t)n;
+                ch.hup = false;
+        }
+        if (ch.out_len == 0)
+                ch.out_off = 0;
+}
+
+/* ---- the conversation ------------------------------------------------------- */
+
+static _Noreturn void finish(void);
+
+static void reset_load(void)
+{
+        free(cv.code);
+        free(cv.stdin_data);
+        cv.code = cv.stdin_data = NULL;
+        cv.code_got = cv.stdin_got = cv.stdin_off = 0;
+        cv.stdin_ended = false;
+}
+
+static _Noreturn void fail_conversation(const char *text)
+{
+        send_error(text);
+        finish();
+}
+
+static const char *check_run(const hxp_run *r)
+{
+        if (r->language >= HXS_LANG_MAX)
+                return "RUN: unknown language";
+        if (r->timeout_ms == 0 || r->timeout_ms > 24u * 3600 * 1000)
+                return "RUN: timeout_ms out of range";
+        if (r->memory_mb < 4 || r->memory_mb > (1u << 20))
+                return "RUN: memory_mb out of range";
+        if (r->pids_max == 0 || r->pids_max > (1u << 22))
+                return "RUN: pids_max out of range";
+        if (r->nofile < 16 || r->nofile > (1u << 20))
+                return "RUN: nofile out of range";
+        if (r->tmpfs_mb == 0 || r->tmpfs_mb > (1u << 16))
+                return "RUN: tmpfs_mb out of range";
+        if (r->code_len > AGENT_CODE_MAX)
+                return "RUN: code_len too large";
+        if (r->stdin_len > AGENT_STDIN_MAX)
+                return "RUN: stdin_len too large";
+        return NULL;
+}
+
+static void on_run(const hxp_frame *f)
+{
+        memcpy(cv.run_payload, f->payload, f->len); /* cv.run points into it */
+        if (hxp_run_decode(cv.run_payload, f->len, &cv.run) < 0)
+                fail_conversation("RUN: malformed request");
+        const char *why = check_run(&cv.run);
+        if (why)
+                fail_conversation(why);
+        cv.code = malloc(cv.run.code_len ? cv.run.code_len : 1);
+        cv.stdin_data = malloc(cv.run.stdin_len ? cv.run.stdin_len : 1);
+        if (!cv.code || !cv.stdin_data)
+                fail_conversation("RUN: no memory for the code and stdin");
+        cv.st = LOADING;
+}
+
+static void on_start(void)
+{
+        char msg[400];
+        if (cv.code_got != cv.run.code_len)
+                fail_conversation("START before all of the code arrived");
+        if (cv.stdin_got != cv.run.stdin_len)
+                fail_conversation("START before all of stdin arrived");
+        int r = run_start(&cv.run, cv.code, &cv.job, msg, sizeof(msg));
+        if (r < 0)
+                fail_conversation(msg);
+        free(cv.code);
+        cv.code = NULL;
+        cv.st = RUNNING;
+        cv.deadline_ns = cv.job.started_ns + (uint64_t)cv.run.timeout_ms * 1000000ull;
+}
+
+static void handle_frame(const hxp_frame *f)
+{
+        switch ((hxp_type)f->type) {
+        case HXP_HELLO:
+                if (f->len != 4)
+                        return;
+                if (cv.st == RUNNING) {
+                        agent_log("HELLO while a program runs: ignored");
+                        return;
+                }
+                reset_load();
+                uint8_t ready[4 + 32];
+                memcpy(ready, f->payload, 4);
+                int n = snprintf((char *)ready + 4, sizeof(ready) - 4, "hexr-agent %s", HXS_VERSION);
+                (void)send_frame(HXP_READY, ready, 4 + (size_t)n);
+                cv.st = WAIT_RUN;
+                return;
+        case HXP_RUN:
+                if (cv.st == WAIT_RUN)
+                        on_run(f);
+                return;
+        case HXP_CODE:
+                if (cv.st != LOADING)
+                        return;
+                if (f->len > cv.run.code_len - cv.code_got)
+                        fail_conversation("CODE: more bytes than code_len");
+                memcpy(cv.code + cv.code_got, f->payload, f->len);
+                cv.code_got += f->len;
+                return;
+        case HXP_STDIN:
+                if (cv.st != LOADING)
+                        return;
+                if (f->len == 0) {
+                        cv.stdin_ended = true;
+                        return;
+                }
+                if (cv.stdin_ended || f->len > cv.run.stdin_len - cv.stdin_got)
+                        fail_conversation("STDIN: more bytes than stdin_len");
+                memcpy(cv.stdin_data + cv.stdin_got, f->payload, f->len);
+                cv.stdin_got += f->len;
+                return;
+        case HXP_START:
+                if (cv.st == LOADING)
+                        on_start();
+                return;
+        case HXP_KILL:
+                if (cv.st == RUNNING && !cv.killed && !cv.reaped) {
+                        cv.killed = true;
+                        run_kill(&cv.job);
+                }
+                return;
+        case HXP_READY:
+        case HXP_STDOUT:
+        case HXP_STDERR:
+        case HXP_EXIT:
+        case HXP_ERROR:
+        case HXP_TYPE_MAX:
+                return; /* the agent's own frame types: not from a host */
+        }
+}
+
+/* Before a conversation, only a whole HELLO counts: any other header, even a valid
+ * one, is skipped at once rather than waited for (its payload may never come, and a
+ * fresh host's HELLO would be taken for it). */
+static bool stray_before_hello(const uint8_t *p, size_t len)
+{
+        if (cv.st != WAIT_HELLO || len < 3)
+                return false;
+        if (p[2] != HXP_HELLO)
+                return true;
+        return len >= HXP_HEADER_SIZE && hxp_load_u32(p + 4) != 4;
+}
+
+static void process_input(void)
+{
+        size_t off = 0;
+        while (off < ch.in_len) {
+                hxp_frame f;
+                const uint8_t *p = ch.in + off;
+                size_t left = ch.in_len - off;
+                long n = hxp_parse(p, left, &f);
+                if (n < 0 || (n >= 0 && stray_before_hello(p, left))) {
+                        off += hxp_resync(p, left);
+                        continue;
+                }
+                if (n == 0)
+                        break;
+                handle_frame(&f);
+                off += (size_t)n;
+        }
+        memmove(ch.in, ch.in + off, ch.in_len - off);
+        ch.in_len -= off;
+}
+
+static void read_channel(void)
+{
+        for (;;) {
+                if (ch.fd < 0)
+                        return;
+                ssize_t n = read(ch.fd, ch.in + ch.in_len, sizeof(ch.in) - ch.in_len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                host_gone();
+                        return;
+                }
+                if (n == 0) {
+                        host_gone();
+                        return;
+                }
+                ch.hup = false;
+                ch.in_len += (size_t)n;
+                process_input();
+                if (ch.in_len == sizeof(ch.in)) /* cannot happen: a whole frame fits */
+                        ch.in_len = 0;
+        }
+}
+
+static void accept_host(void)
+{
+        int fd = accept4(ch.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+                return;
+        /* one host at a time: the newest one wins */
+        close_fd(&ch.fd);
+        ch.fd = fd;
+        ch.in_len = 0;
+        ch.out_off = ch.out_len = 0;
+}
+
+/* ---- a running program ------------------------------------------------------ */
+
+static void forward_output(int *fd, int stream)
+{
+        static uint8_t buf[OUT_CHUNK];
+        uint64_t cap = (uint64_t)cv.run.output_max + 1;
+        for (;;) {
+                if (out_free() < OUT_CHUNK + HXP_HEADER_SIZE + OUT_RESERVE)
+                        return; /* the host is slow: the program waits on its pipe */
+                ssize_t n = read(*fd, buf, sizeof(buf));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                close_fd(fd);
+                        return;
+                }
+                if (n == 0) {
+                        close_fd(fd);
+                        return;
+                }
+                uint64_t room = cap > cv.sent[stream] ? cap - cv.sent[stream] : 0;
+                size_t keep = (uint64_t)n < room ? (size_t)n : (size_t)room;
+                if (keep > 0) {
+                        (void)send_frame(stream ? HXP_STDERR : HXP_STDOUT, buf, keep);
+                        cv.sent[stream] += keep;
+                }
+        }
+}
+
+static void feed_stdin(void)
+{
+        agent_job *j = &cv.job;
+        while (j->stdin_fd >= 0 && cv.stdin_off < cv.stdin_got) {
+                ssize_t n = write(j->stdin_fd, cv.stdin_data + cv.stdin_off, cv.stdin_got - cv.stdin_off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                close_fd(&j->stdin_fd); /* EPIPE: it closed stdin */
+                        return;
+                }
+                cv.stdin_off += (size_t)n;
+        }
+        close_fd(&j->stdin_fd);
+}
+
+static void read_report(void)
+{
+        for (;;) {
+                if (cv.report_len == sizeof(cv.report)) {
+                        char sink[256];
+                        ssize_t n = read(cv.job.report_fd, sink, sizeof(sink));
+                        if (n == 0)
+                                close_fd(&cv.job.report_fd);
+                        if (n == 0 || (n < 0 && errno != EINTR))
+                                break;
+                        continue;
+                }
+                ssize_t n = read(cv.job.report_fd, cv.report + cv.report_len, sizeof(cv.report) - cv.report_len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n == 0)
+                        close_fd(&cv.job.report_fd);
+                if (n <= 0)
+                        break;
+                cv.report_len += (size_t)n;
+        }
+}
+
+static void reap(void)
+{
+        siginfo_t si = { 0 };
+        if (waitid(P_PIDFD, (id_t)cv.job.pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                return;
+        cv.reaped = true;
+        cv.time_ns = agent_now_ns() - cv.job.started_ns;
+        cv.pid1_gone_ns = agent_now_ns();
+        cv.pid1_status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+        close_fd(&cv.job.pidfd);
+        close_fd(&cv.job.sync_fd);
+        run_kill(&cv.job); /* its pid namespace died with it; this is for certainty */
+}
+
+/* PID 1's report: 'E' text NUL (set-up failed) and/or 'S' + int wait status. */
+static void finish_run(void)
+{
+        read_report();
+        for (size_t i = 0; i < cv.report_len; i++) {
+                if (cv.report[i] == NS_REPORT_ERROR) {
+                        char text[sizeof(cv.report)];
+                        size_t len = strnlen(cv.report + i + 1, cv.report_len - i - 1);
+                        snprintf(text, sizeof(text), "setting up the sandbox: %.*s", (int)len, cv.report + i + 1);
+                        fail_conversation(text);
+                }
+        }
+        uint32_t status = W_EXITCODE(0, SIGKILL);
+        if (cv.report_len == 1 + sizeof(int) && cv.report[0] == NS_REPORT_STATUS) {
+                int st;
+                memcpy(&st, cv.report + 1, sizeof(int));
+                status = (uint32_t)st;
+        }
+        if (cv.timed_out || cv.killed)
+                status = W_EXITCODE(0, SIGKILL);
+        uint32_t peak_kb;
+        bool oom;
+        run_stats(&cv.job, &peak_kb, &oom);
+        uint8_t buf[128];
+        hxp_builder b;
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_u32(&b, HXP_EXIT_WAIT_STATUS, status);
+        hxp_put_u32(&b, HXP_EXIT_TIMED_OUT, cv.timed_out);
+        hxp_put_u32(&b, HXP_EXIT_OOM_KILLED, oom && !cv.timed_out);
+        uint64_t ms = cv.time_ns / 1000000u;
+        hxp_put_u32(&b, HXP_EXIT_TIME_MS, ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
+        hxp_put_u32(&b, HXP_EXIT_MEMORY_KB, peak_kb);
+        (void)send_frame(HXP_EXIT, buf, b.len);
+        finish();
+}
+
+static bool run_done(void)
+{
+        const agent_job *j = &cv.job;
+        if (!cv.reaped)
+                return false;
+        bool pipes_open = j->stdout_fd >= 0 || j->stderr_fd >= 0 || j->report_fd >= 0;
+        return !pipes_open || agent_now_ns() - cv.pid1_gone_ns > DRAIN_MS * 1000000ull;
+}
+
+/* ---- the loop ---------------------------------------------------------------- */
+
+static int ms_until(uint64_t t)
+{
+        uint64_t now = agent_now_ns();
+        if (t <= now)
+                return 0;
+        uint64_t ms = (t - now + 999999) / 1000000;
+        return ms > 60000 ? 60000 : (int)ms;
+}
+
+static void loop_once(void)
+{
+        struct pollfd p[8];
+        enum { P_CHAN, P_LISTEN, P_OUT, P_ERR, P_IN, P_REPORT, P_PID, P_MAX };
+        int timeout = -1;
+        uint64_t now = agent_now_ns();
+        for (int i = 0; i < P_MAX; i++)
+                p[i] = (struct pollfd){ .fd = -1 };
+
+        if (ch.hup && now >= ch.hup_until)
+                ch.hup = false; /* look again: the host may be back */
+        if (ch.fd >= 0 && !ch.hup)
+                p[P_CHAN] = (struct pollfd){ .fd = ch.fd, .events = POLLIN | (ch.out_len ? POLLOUT : 0) };
+        else if (ch.hup)
+                timeout = ms_until(ch.hup_until);
+        p[P_LISTEN].fd = ch.listen_fd;
+        p[P_LISTEN].events = POLLIN;
+        if (cv.st == RUNNING) {
+                agent_job *j = &cv.job;
+                bool room = out_free() >= OUT_CHUNK + HXP_HEADER_SIZE + OUT_RESERVE;
+                p[P_OUT] = (struct pollfd){ .fd = room ? j->stdout_fd : -1, .events = POLLIN };
+                p[P_ERR] = (struct pollfd){ .fd = room ? j->stderr_fd : -1, .events = POLLIN };
+                p[P_IN] = (struct pollfd){ .fd = j->stdin_fd, .events = POLLOUT };
+                p[P_REPORT] = (struct pollfd){ .fd = j->report_fd, .events = POLLIN };
+                p[P_PID] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
+                uint64_t until = cv.reaped ? cv.pid1_gone_ns + DRAIN_MS * 1000000ull
+                                 : cv.timed_out || cv.killed ? now + 100 * 1000000ull
+                                                             : cv.deadline_ns;
+                int t = ms_until(until);
+                if (timeout < 0 || t < timeout)
+                        timeout = t;
+        }
+        if (poll(p, P_MAX, timeout) < 0 && errno != EINTR)
+                return;
+
+        if (p[P_LISTEN].revents & POLLIN)
+                accept_host();
+        if (p[P_CHAN].revents & (POLLIN | POLLHUP | POLLERR))
+                read_channel();
+        if (cv.st == RUNNING) {
+                agent_job *j = &cv.job;
+                if (p[P_OUT].revents)
+                        forward_output(&j->stdout_fd, 0);
+                if (p[P_ERR].revents)
+                        forward_output(&j->stderr_fd, 1);
+                if (p[P_IN].revents)
+                        feed_stdin();
+                if (p[P_REPORT].revents)
+                        read_report();
+                if (p[P_PID].revents)
+                        reap();
+                if (!cv.reaped && !cv.timed_out && !cv.killed && agent_now_ns() >= cv.deadline_ns) {
+                        cv.timed_out = true;
+                        run_kill(j);
+                }
+                if (run_done())
+                        finish_run();
+        }
+        flush_out();
+}
+
+/* The last frames out, then power off. */
+static _Noreturn void finish(void)
+{
+        uint64_t until = agent_now_ns() + FLUSH_MS * 1000000ull;
+        if (cv.st == RUNNING && !cv.reaped) {
+                run_kill(&cv.job);
+                run_close(&cv.job);
+        }
+        while (ch.out_len > 0 && agent_now_ns() < until) {
+                flush_out();
+                if (ch.out_len == 0)
+                        break;
+                struct pollfd p = { .fd = ch.fd, .events = POLLOUT };
+                if (ch.fd < 0 || ch.hup) {
+                        (void)poll(NULL, 0, HUP_BACKOFF_MS);
+                        ch.hup = false;
+                        if (ch.fd < 0 && ch.listen_fd >= 0) {
+                                struct pollfd l = { .fd = ch.listen_fd, .events = POLLIN };
+                                if (poll(&l, 1, 0) > 0)
+                                        accept_host();
+                        }
+                        continue;
+                }
+                (void)poll(&p, 1, ms_until(until));
+        }
+        if (ch.out_len > 0)
+                agent_log("powering off with %zu bytes the host did not take", ch.out_len);
+        boot_poweroff();
+}
+
+/* Without /dev/console in the initramfs the kernel leaves fds 0-2 closed: the first
+ * files opened would take them, and a log line would go to the host channel. */
+static void hold_stdio(void)
+{
+        for (int fd = 0; fd < 3; fd++) {
+                if (fcntl(fd, F_GETFD) >= 0)
+                        continue;
+                int n = open("/dev/console", O_RDWR | O_NOCTTY);
+                if (n < 0)
+                        n = open("/dev/null", O_RDWR);
+                if (n >= 0 && n != fd) {
+                        dup2(n, fd);
+                        close(n);
+                }
+        }
+}
+
+int main(int argc, char **argv)
+{
+        char msg[400];
+        agent_boot b;
+        if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+                printf("hexr-agent %s\n", HXS_VERSION);
+                return 0;
+        }
+        if (getpid() != 1) {
+                fprintf(stderr, "hexr-agent: this is the init of a hexr-sandbox microVM; it runs only as PID 1\n");
+                return 1;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        hold_stdio();
+        int r = boot_machine(&b, msg, sizeof(msg));
+        hold_stdio();
+        if (r < 0) {
+                agent_log("boot failed: %s", msg);
+                boot_poweroff();
+        }
+        bool listening = false;
+        int fd;
+        if (boot_channel(&b, &fd, &listening, msg, sizeof(msg)) < 0) {
+                agent_log("no channel to the host: %s", msg);
+                boot_poweroff();
+        }
+        if (listening)
+                ch.listen_fd = fd;
+        else
+                ch.fd = fd;
+        for (;;)
+                loop_once();
+}

@@ -9,5 +9,6 @@
 int hxs_cli_exec(int argc, char **argv);
 int hxs_cli_doctor(int argc, char **argv);
 int hxs_cli_version(int argc, char **argv);
+int hxs_cli_image(int argc, char **argv);
 /* Prints every setting of the table: env, default, help. */
 void hxs_cli_print_settings(void);

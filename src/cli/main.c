@@ -15,6 +15,7 @@ static const struct {
         { "exec", hxs_cli_exec, "run code in a fresh sandbox and print what it printed" },
         { "serve", hxs_cli_serve, "run the HTTP service" },
         { "doctor", hxs_cli_doctor, "check which isolation features this host has" },
+        { "image", hxs_cli_image, "build or inspect the microVM guest image" },
         { "version", hxs_cli_version, "print the version" },
 };
 

@@ -505,7 +505,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                                         "runs as", images[i], (unsigned)(st.st_mode & 07777), h->qemu_uid);
         }
 
-        cg_limits lim = { .memory_bytes = (uint64_t)(ram_mb + FC_MEM_OVERHEAD_MB) << 20,
+        cg_limits lim = { .memory_bytes = ((uint64_t)ram_mb + FC_MEM_OVERHEAD_MB) << 20,
                           .pids_max = FC_PIDS_MAX, .cpus_milli = FC_CPUS_MILLI };
         cg_exec cg;
         char name[96];

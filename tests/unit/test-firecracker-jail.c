@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "vm/vm.h"
 
 #define FC_UID 1999999u
@@ -371,9 +373,90 @@ static void test_jail_failure_names_the_step(void **state)
 {
         need_root();
         vm_host saved = host;
-        /* a dynamically linked binary cannot run in the jail: no loader there */
-        snprintf(host.hypervisor, sizeof(host.hypervisor), "/bin/true");
+        /* a dynamically linked binary (this test) cannot run in the jail: no loader there */
+        char self[256];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        assert_true(n > 0 && (size_t)n < sizeof(self) - 1);
+        self[n] = '\0';
+        snprintf(host.hypervisor, sizeof(host.hypervisor), "%s", self);
         expect_failure(NULL, "firecracker: setting up its jail: executing the binary: No such file or directory");
+        host = saved;
+}
+
+/* The pool's thread and the event loop spawn at the same time. */
+static void *spawn_one(void *arg)
+{
+        vm_instance *v = arg;
+        hxs_error err = { 0 };
+        char why[300] = "";
+        if (vm_spawn(&host, 200, v, &err) < 0) {
+                print_message("vm_spawn: %s\n", err.message);
+                return (void *)1;
+        }
+        if (vm_wait_ready(v, 5000, why, sizeof(why)) < 0) {
+                print_message("vm_wait_ready: %s\n", why);
+                vm_destroy(v);
+                return (void *)1;
+        }
+        return NULL;
+}
+
+static void test_concurrent_spawns(void **state)
+{
+        need_root();
+        set_mode("ok");
+        vm_instance v[3];
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+                assert_int_equal(pthread_create(&t[i], NULL, spawn_one, &v[i]), 0);
+        int failed = 0;
+        for (int i = 0; i < 3; i++) {
+                void *r;
+                pthread_join(t[i], &r);
+                failed += r != NULL;
+        }
+        assert_int_equal(failed, 0);
+        /* three jails, three names, three pid namespaces */
+        assert_int_equal(jails_left(), 3);
+        assert_string_not_equal(v[0].jail, v[1].jail);
+        assert_string_not_equal(v[1].jail, v[2].jail);
+        for (int i = 0; i < 3; i++)
+                vm_destroy(&v[i]);
+        assert_nothing_left();
+}
+
+/* A jail left by a process that died goes on the next start; live owners' stay. */
+static void test_sweeps_dead_owners_jails(void **state)
+{
+        need_root();
+        vm_host saved = host;
+        snprintf(host.state_dir, sizeof(host.state_dir), "%s/state2", tmp);
+        char fc[400], dead[500], alive[500], other[500];
+        snprintf(fc, sizeof(fc), "%s/fc", host.state_dir);
+        assert_int_equal(mkdir(host.state_dir, 0711), 0);
+        assert_int_equal(mkdir(fc, 0700), 0);
+        unsigned long long start = 0;
+        assert_int_equal(proc_start_time(getpid(), &start), 0);
+        snprintf(dead, sizeof(dead), "%s/s%d.%llu-7", fc, (int)getpid(), start + 1); /* pid reused */
+        snprintf(alive, sizeof(alive), "%s/s%d.%llu-7", fc, (int)getpid(), start);
+        snprintf(other, sizeof(other), "%s/not-a-jail", fc);
+        assert_int_equal(mkdir(dead, 0700), 0);
+        assert_int_equal(mkdir(alive, 0700), 0);
+        assert_int_equal(mkdir(other, 0700), 0);
+        vm_instance v;
+        hxs_error err = { 0 };
+        if (vm_spawn(&host, 200, &v, &err) < 0)
+                fail_msg("vm_spawn: %s", err.message);
+        vm_destroy(&v);
+        struct stat st;
+        assert_int_equal(stat(dead, &st), -1);
+        assert_int_equal(stat(alive, &st), 0);
+        assert_int_equal(stat(other, &st), 0);
+        rmdir(alive);
+        rmdir(other);
+        assert_nothing_left();
+        rmdir(fc);
+        rmdir(host.state_dir);
         host = saved;
 }
 
@@ -388,6 +471,8 @@ int main(void)
                 cmocka_unit_test(test_symlinked_socket_is_not_followed),
                 cmocka_unit_test(test_unreadable_image_is_named),
                 cmocka_unit_test(test_jail_failure_names_the_step),
+                cmocka_unit_test(test_concurrent_spawns),
+                cmocka_unit_test(test_sweeps_dead_owners_jails),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

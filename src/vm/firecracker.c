@@ -595,10 +595,12 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
         v->chan = chan;
         r = 0;
         goto out;
-fail:
+fail: {
+        bool named = v->jail[0] != '\0'; /* else the cgroup cannot be found by the jail's name */
         undo(v);
-        if (!v->jail[0])
-                (void)cg_exec_remove(&cg); /* the jail was not created: the cgroup is still ours */
+        if (!named)
+                (void)cg_exec_remove(&cg);
+}
 out:
         cg_join_close(&join);
         int *fds[] = { &ep[0], &ep[1], &rp[0], &rp[1], &devnull, &bin, &rootfd };

@@ -5,25 +5,31 @@
  * virtio-serial port (no socket path on disk). The image files are opened here and
  * handed over as descriptors, so QEMU needs no access to the image directory.
  *
- * QEMU itself is the attack surface a guest escape would reach first, so it runs with
- * its own seccomp sandbox (-sandbox), in fresh net, ipc and uts namespaces, with
- * no_new_privs and no capabilities, as an unprivileged uid unless KVM is used (then it
- * stays uid 0 without any capability: /dev/kvm is root's), and dies with its parent.
+ * QEMU itself is the attack surface a guest escape would reach first, so it runs in a
+ * jail: its own pid, mount, net, ipc and uts namespaces; the host's filesystem seen
+ * read-only (recursively), a /proc of its own pid namespace (no other QEMU's memory in
+ * reach), a /dev holding only null, zero, random, urandom and, with KVM, a kvm node
+ * owned by QEMU's uid (as Firecracker's jailer does); an unprivileged uid
+ * (SANDBOX_UID_BASE + 3000), no capabilities, no_new_privs, QEMU's own seccomp
+ * sandbox (-sandbox), no core dumps, and death with its parent.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
-#include <linux/securebits.h>
+#include <linux/mount.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -38,9 +44,36 @@ typedef struct child_plan {
         const char *bin;
         char *const *argv;
         int fds[FD_COUNT];      /* what becomes 0..FD_COUNT-1 */
-        bool keep_root;         /* KVM: uid 0 without capabilities */
+        bool kvm;               /* give it a /dev/kvm node */
         uint32_t uid;
 } child_plan;
+
+/* The jail's mounts (we are PID 1 of a new pid namespace, in a new mount namespace). */
+static int jail_mounts(const child_plan *p)
+{
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -1;
+        struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+        if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+                return -1;
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return -1;
+        if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=16k,nr_inodes=16") < 0)
+                return -1;
+        static const struct { const char *path; unsigned major, minor; } nodes[] = {
+                { "/dev/null", 1, 3 }, { "/dev/zero", 1, 5 }, { "/dev/random", 1, 8 }, { "/dev/urandom", 1, 9 },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(nodes); i++)
+                if (mknod(nodes[i].path, S_IFCHR | 0666, makedev(nodes[i].major, nodes[i].minor)) < 0 ||
+                    chmod(nodes[i].path, 0666) < 0)
+                        return -1;
+        if (p->kvm && (mknod("/dev/kvm", S_IFCHR | 0600, makedev(10, 232)) < 0 ||
+                       chown("/dev/kvm", p->uid, p->uid) < 0))
+                return -1;
+        /* nothing else is writable: the tmpfs goes read-only too (device nodes still work) */
+        return mount(NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+                     "mode=0755,size=16k,nr_inodes=16");
+}
 
 /* After clone, before exec: async-signal-safe calls only (the pool thread may be
  * the parent). Returns only on failure. */
@@ -61,27 +94,19 @@ static void child_exec(const child_plan *p)
                 return;
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 return;
-        if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+        if (jail_mounts(p) < 0)
                 return;
         struct rlimit core = { 0, 0 };
         if (setrlimit(RLIMIT_CORE, &core) < 0)
                 return;
-        if (p->keep_root) {
-                if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
-                                                 SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                                                 SECBIT_KEEP_CAPS_LOCKED) < 0)
+        for (int c = 0; c <= 63; c++)
+                if (prctl(PR_CAPBSET_DROP, c) < 0 && errno != EINVAL)
                         return;
-                for (int c = 0; c <= 63; c++)
-                        if (prctl(PR_CAPBSET_DROP, c) < 0 && errno != EINVAL)
-                                return;
-        } else {
-                /* raw syscalls: glibc's setxid would signal threads that exist only
-                 * in the parent */
-                if (syscall(SYS_setgroups, 0, NULL) < 0 ||
-                    syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
-                    syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
-                        return;
-        }
+        /* raw syscalls: glibc's setxid would signal threads that exist only in the
+         * parent; a uid change from root clears every capability */
+        if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
+            syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
+                return;
         struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
         struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
         if (syscall(SYS_capset, &hdr, data) < 0)
@@ -95,8 +120,9 @@ static void child_exec(const child_plan *p)
 static pid_t spawn(const child_plan *plan, int *ret_pidfd)
 {
         int pidfd = -1;
-        struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                                 .exit_signal = SIGCHLD };
+        struct clone_args ca = { .flags = CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                          CLONE_NEWIPC | CLONE_NEWUTS,
+                                 .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD };
         long pid = syscall(SYS_clone3, &ca, sizeof(ca));
         if (pid < 0)
                 return -errno;
@@ -144,6 +170,8 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
                 snprintf(tsc, sizeof(tsc), " tsc_early_khz=%lu tsc=reliable", h->tsc_khz);
         snprintf(append, sizeof(append),
                  "console=ttyS0%s quiet cryptomgr.notests 8250.nr_uarts=1 audit=0 panic=-1 "
+                 /* as on a big host: an allocation past memory_mb is an OOM kill, not ENOMEM */
+                 "sysctl.vm.overcommit_memory=1 "
                  "reboot=t hexr.port=" VM_PORT_NAME, tsc);
         char *argv[] = {
                 (char *)h->hypervisor,
@@ -165,7 +193,7 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         child_plan plan = {
                 .bin = h->hypervisor, .argv = argv,
                 .fds = { devnull, devnull, ep[1], sp[1], files[0], files[1], files[2] },
-                .keep_root = h->kvm, .uid = h->qemu_uid,
+                .kvm = h->kvm, .uid = h->qemu_uid,
         };
         pid_t pid = spawn(&plan, &v->pidfd);
         if (pid < 0) {

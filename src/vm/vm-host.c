@@ -7,13 +7,111 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "vm/vm.h"
 
+/* Runs a few real-mode instructions in a throw-away VM: `out` of 0x42 to port 0x10,
+ * then `hlt`. /dev/kvm answering its API version is not enough: some hosts expose a
+ * KVM (PVM, for one) that cannot run an ordinary guest kernel, and a VM would hang at
+ * boot. 0 when the guest ran as it should, else a reason in why. */
+static int kvm_run_probe(int kvm, char *why, size_t why_size)
+{
+        static const uint8_t code[] = { 0xb0, 0x42, 0xe6, 0x10, 0xf4 }; /* mov $0x42,%al; out %al,$0x10; hlt */
+        int vm = -1, vcpu = -1, r = -1;
+        void *mem = MAP_FAILED, *run = MAP_FAILED;
+        long run_size = 0;
+
+        vm = ioctl(kvm, KVM_CREATE_VM, 0);
+        if (vm < 0) {
+                snprintf(why, why_size, "KVM_CREATE_VM: %s", strerror(errno));
+                goto out;
+        }
+        mem = mmap(NULL, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED)
+                goto fail_errno;
+        memcpy((uint8_t *)mem + 0x1000, code, sizeof(code));
+        struct kvm_userspace_memory_region region = { .slot = 0, .guest_phys_addr = 0,
+                                                      .memory_size = 0x2000,
+                                                      .userspace_addr = (uint64_t)(uintptr_t)mem };
+        if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+                goto fail_errno;
+        vcpu = ioctl(vm, KVM_CREATE_VCPU, 0);
+        run_size = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+        if (vcpu < 0 || run_size <= 0)
+                goto fail_errno;
+        run = mmap(NULL, (size_t)run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
+        if (run == MAP_FAILED)
+                goto fail_errno;
+        struct kvm_sregs sregs;
+        if (ioctl(vcpu, KVM_GET_SREGS, &sregs) < 0)
+                goto fail_errno;
+        sregs.cs.base = 0;
+        sregs.cs.selector = 0;
+        if (ioctl(vcpu, KVM_SET_SREGS, &sregs) < 0)
+                goto fail_errno;
+        struct kvm_regs regs = { .rip = 0x1000, .rflags = 0x2 };
+        if (ioctl(vcpu, KVM_SET_REGS, &regs) < 0)
+                goto fail_errno;
+        struct kvm_run *kr = run;
+        bool saw_out = false;
+        for (int i = 0; i < 4; i++) {
+                if (ioctl(vcpu, KVM_RUN, 0) < 0)
+                        goto fail_errno;
+                if (kr->exit_reason == KVM_EXIT_IO && kr->io.direction == KVM_EXIT_IO_OUT &&
+                    kr->io.port == 0x10 && kr->io.size == 1 &&
+                    *((uint8_t *)run + kr->io.data_offset) == 0x42) {
+                        saw_out = true;
+                        continue;
+                }
+                if (kr->exit_reason == KVM_EXIT_HLT && saw_out) {
+                        r = 0;
+                        goto out;
+                }
+                break;
+        }
+        snprintf(why, why_size, "/dev/kvm cannot run an ordinary guest (a test VM stopped with exit "
+                 "reason %u; a paravirtual KVM such as PVM?)", kr->exit_reason);
+        goto out;
+fail_errno:
+        snprintf(why, why_size, "/dev/kvm: a test VM failed: %s", strerror(errno));
+out:
+        if (run != MAP_FAILED)
+                munmap(run, (size_t)run_size);
+        if (mem != MAP_FAILED)
+                munmap(mem, 0x2000);
+        if (vcpu >= 0)
+                close(vcpu);
+        if (vm >= 0)
+                close(vm);
+        return r;
+}
+
+/* Hardware virtualisation as the CPU reports it (vmx: Intel VT-x, svm: AMD-V). A KVM
+ * without it is a paravirtual one (PVM) that runs only guests built for it. */
+static bool cpu_has_virt(void)
+{
+        FILE *f = fopen("/proc/cpuinfo", "re");
+        if (!f)
+                return false;
+        char line[4096];
+        bool found = false;
+        while (!found && fgets(line, sizeof(line), f))
+                if (strncmp(line, "flags", 5) == 0)
+                        found = strstr(line, " vmx") || strstr(line, " svm");
+        fclose(f);
+        return found;
+}
+
 bool vm_kvm_usable(char *why, size_t why_size)
 {
+        if (access("/dev/kvm", F_OK) == 0 && !cpu_has_virt()) {
+                snprintf(why, why_size, "/dev/kvm is there but the CPU shows no vmx/svm: a paravirtual "
+                         "KVM (such as PVM) that cannot boot the guest kernel");
+                return false;
+        }
         int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
         if (fd < 0) {
                 snprintf(why, why_size, "/dev/kvm: %s", strerror(errno));
@@ -21,13 +119,17 @@ bool vm_kvm_usable(char *why, size_t why_size)
         }
         int v = ioctl(fd, KVM_GET_API_VERSION, 0);
         int e = errno;
-        close(fd);
         if (v != KVM_API_VERSION) {
+                close(fd);
                 snprintf(why, why_size, "/dev/kvm: KVM_GET_API_VERSION gave %d (%s)", v,
                          v < 0 ? strerror(e) : "unexpected version");
                 return false;
         }
-        snprintf(why, why_size, "/dev/kvm usable");
+        int r = kvm_run_probe(fd, why, why_size);
+        close(fd);
+        if (r < 0)
+                return false;
+        snprintf(why, why_size, "/dev/kvm runs guests");
         return true;
 }
 

@@ -22,7 +22,7 @@
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
 #define VM_OVERHEAD_MB    128u
-/* The uid a QEMU without KVM runs as: SANDBOX_UID_BASE + this (unused by sandboxes). */
+/* The uid QEMU runs as: SANDBOX_UID_BASE + this (no sandbox or template uses it). */
 #define VM_QEMU_UID       3000u
 /* The virtio-serial port name the agent looks for (kernel parameter hexr.port). */
 #define VM_PORT_NAME      "org.hexr.agent.0"

@@ -1,0 +1,209 @@
+"""The microVM backend through the service: the same API and results as namespaces.
+
+Every VM here runs under TCG (SANDBOX_VM_ACCEL=tcg), which any x86-64 host has, so CI
+without KVM runs the same code path; one test uses KVM and skips, saying why, where it
+is not usable. VM boots are slow under TCG and this machine is noisy: nothing here
+asserts a time. The guest image comes from the ctest fixture that runs
+`hexr-sandbox image build` (HXS_VM_IMAGE_DIR).
+
+Network checks never leave loopback: the guest's interfaces are read from inside,
+and a listener this test opens on the host's 127.0.0.1 must be unreachable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from hxs_integration_conftest import free_port, get_metrics, http_request, post_exec, wait_for  # noqa: E402
+
+IMAGE_DIR = os.environ.get("HXS_VM_IMAGE_DIR", "")
+BIN = os.environ.get("HEXR_SANDBOX_BIN", "")
+HANG = 600  # HTTP timeout for one request: a TCG boot on a loaded 2-core machine
+
+_seeds_spec = importlib.util.spec_from_file_location(
+    "hxs_seed_examples", Path(__file__).resolve().parents[1] / "integration" / "test_seed_examples.py")
+assert _seeds_spec and _seeds_spec.loader
+seeds = importlib.util.module_from_spec(_seeds_spec)
+_seeds_spec.loader.exec_module(seeds)
+
+
+def _image_ready() -> None:
+    missing = [f for f in ("vmlinux", "initramfs.img", "rootfs.ext4")
+               if not os.path.isfile(os.path.join(IMAGE_DIR, f))]
+    assert IMAGE_DIR and not missing, \
+        "no guest image in HXS_VM_IMAGE_DIR=%r (missing %s): the vm_image ctest fixture builds it" % (
+            IMAGE_DIR, missing)
+
+
+def vm_env(**extra: str) -> Dict[str, str]:
+    env = {"SANDBOX_BACKEND": "qemu", "SANDBOX_VM_IMAGE_DIR": IMAGE_DIR, "SANDBOX_VM_ACCEL": "tcg",
+           "VM_POOL_SIZE": "2", "MAX_CONCURRENT": "2", "MAX_EXECUTION_TIME": "300s",
+           "DEFAULT_TIMEOUT": "300s"}
+    env.update(extra)
+    return env
+
+
+def qemu_pids() -> List[int]:
+    """QEMU processes started by a service of this suite (their argv names our port)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"qemu-system-x86_64") and any(b"org.hexr.agent" in a for a in argv):
+            pids.append(int(entry))
+    return pids
+
+
+def run(url: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    status, _, res = post_exec(url, body, timeout=HANG)
+    assert status == 200, res
+    return res
+
+
+@pytest.fixture
+def vm_service(start_service):
+    _image_ready()
+    before = set(qemu_pids())
+    svc = start_service(env=vm_env())
+    yield svc
+    svc.stop()
+    left = wait_for(lambda: not (set(qemu_pids()) - before), 60, "QEMU processes to go")
+    assert left
+
+
+def test_seed_examples_and_limits(vm_service):
+    """The seed examples, exit codes, the time limit and the memory limit, in microVMs."""
+    url = vm_service.url
+    _, _, health = http_request(url, "GET", "/health")
+    assert health["backend"] == "qemu"
+    assert health["vm"]["accel"] == "tcg"
+    assert health["vm"]["pool_target"] == 2
+
+    # seed 000 quick start (pandas): byte-identical to the host's own run
+    res = run(url, {"code": seeds.SEED000_QUICK_START, "language": "python", "timeout": 300})
+    host = seeds.host_run(seeds.SEED000_QUICK_START)
+    assert res["exit_code"] == 0, res
+    assert res["stdout"] == host.stdout
+
+    res = run(url, {"code": "console.log('Hello from Node.js', [1,2,3].map(x => x * 2))",
+                    "language": "javascript", "timeout": 300})
+    assert (res["exit_code"], res["stdout"]) == (0, "Hello from Node.js [ 2, 4, 6 ]\n"), res
+
+    # bash: the user, a read-only root, a writable /tmp, stdin, and an exit code
+    script = r"""
+id -un; id -u
+if touch /usr/hexr-probe 2>/dev/null; then echo "root writable"; rm -f /usr/hexr-probe; else echo "root read-only"; fi
+echo data > /tmp/t && cat /tmp/t
+cat
+echo err >&2
+exit 3
+"""
+    res = run(url, {"code": script, "language": "bash", "timeout": 300, "stdin": "from stdin\n"})
+    assert res["exit_code"] == 3, res
+    assert res["stdout"].splitlines() == ["sandbox", "1000", "root read-only", "data", "from stdin"], res
+    assert res["stderr"] == "err\n"
+
+    # time limit: exit 124 and timed_out, from inside the guest
+    res = run(url, {"code": "while True: pass", "language": "python", "timeout": 3})
+    assert res["exit_code"] == 124 and res["timed_out"] is True, res
+
+    # memory limit: the guest's cgroup kills the program, not the VM
+    res = run(url, {"code": "x = bytearray(200 * 1024 * 1024)\nprint('survived')", "language": "python",
+                    "memory_mb": 64, "timeout": 300})
+    assert res["exit_code"] == 137 and res["oom_killed"] is True and "survived" not in res["stdout"], res
+
+    metrics = get_metrics(url)
+    assert metrics["hexr_sandbox_vm_pool_target"] == 2
+    assert metrics["hexr_sandbox_vm_pool_boots_total"] >= 1
+
+
+def test_no_network_to_host_loopback(vm_service):
+    """A listener on the host's 127.0.0.1 is not reachable: the guest's loopback is its own."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    code = """
+import socket
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("127.0.0.1", %d))
+    print("connected")
+except OSError as e:
+    print("refused", type(e).__name__)
+print(sorted(n for _, n in socket.if_nameindex()))
+""" % port
+    try:
+        res = run(vm_service.url, {"code": code, "language": "python", "timeout": 300})
+        accepted = []
+        try:
+            while True:
+                accepted.append(srv.accept()[0])
+        except OSError:
+            pass
+        for c in accepted:
+            c.close()
+    finally:
+        srv.close()
+    assert res["exit_code"] == 0, res
+    assert res["stdout"].startswith("refused"), res
+    assert res["stdout"].splitlines()[1] == "['lo']", res
+    assert not accepted, "the guest reached the host's loopback listener"
+
+
+def test_kvm_when_usable(start_service):
+    """The same backend under KVM (skips where /dev/kvm is not usable; TCG above runs the
+    same driver code)."""
+    _image_ready()
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+        os.close(fd)
+    except OSError as e:
+        pytest.skip("KVM is not usable here (/dev/kvm: %s); the TCG tests cover this path" % e.strerror)
+    with open("/proc/cpuinfo") as f:
+        flags = " ".join(line for line in f if line.startswith("flags"))
+    if " vmx" not in flags and " svm" not in flags:
+        pytest.skip("/dev/kvm is there but the CPU has no vmx/svm (a paravirtual KVM that cannot boot "
+                    "the guest kernel); the TCG tests cover this path")
+    svc = start_service(env=vm_env(SANDBOX_VM_ACCEL="kvm", VM_POOL_SIZE="1"))
+    _, _, health = http_request(svc.url, "GET", "/health")
+    assert health["vm"]["accel"] == "kvm"
+    res = run(svc.url, {"code": "import platform; print(platform.system())", "language": "python"})
+    assert (res["exit_code"], res["stdout"]) == (0, "Linux\n"), res
+
+
+def test_missing_image_is_a_clear_start_error(tmp_path):
+    env = dict(os.environ, SANDBOX_BACKEND="qemu", SANDBOX_VM_IMAGE_DIR=str(tmp_path / "none"),
+               STATE_DIR=str(tmp_path / "state"))
+    p = subprocess.run([BIN, "serve", "--listen", "127.0.0.1:%d" % free_port()], env=env, capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode != 0
+    assert "SANDBOX_VM_IMAGE_DIR" in p.stderr and "image build" in p.stderr, p.stderr
+
+
+def test_exec_cli_cold_vm(tmp_path):
+    """`exec` boots one VM (no pool) and leaves nothing behind."""
+    _image_ready()
+    before = set(qemu_pids())
+    env = dict(os.environ, SANDBOX_BACKEND="qemu", SANDBOX_VM_IMAGE_DIR=IMAGE_DIR, SANDBOX_VM_ACCEL="tcg",
+               STATE_DIR=str(tmp_path / "state"))
+    p = subprocess.run([BIN, "exec", "-l", "python", "-c", "import sys; print('hi'); sys.exit(7)"],
+                       env=env, capture_output=True, text=True, timeout=HANG, stdin=subprocess.DEVNULL)
+    assert (p.returncode, p.stdout) == (7, "hi\n"), p.stderr
+    time.sleep(0.1)
+    assert not (set(qemu_pids()) - before)

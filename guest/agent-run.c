@@ -10,6 +10,14 @@
  *
  * What differs is only what the host engine does around it, done here by the agent:
  * the uid maps, the cgroup (memory.max, no swap, pids.max), the kill and the figures.
+ *
+ * One difference the VM forces: on the host, the interpreter's file pages are already
+ * in the page cache, charged to someone else; in a fresh VM the sandbox is the first to
+ * read them, so they are charged to its cgroup. A program at its memory limit then
+ * makes the kernel evict and re-read its own code instead of invoking the OOM killer,
+ * and it thrashes until its time runs out. A memory pressure trigger (PSI) catches
+ * that: when the program stalls on memory for more than half of 2 s, the agent ends
+ * it as the OOM killer would have (SIGKILL, oom_killed).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +46,7 @@
 #define MOUNTPOINT "/run/sandbox"
 /* guest uid of the sandbox's root (the sandbox user is +1000), as SANDBOX_UID_BASE */
 #define AGENT_UID_BASE 1000000u
+#define PSI_TRIGGER "full 1000000 2000000"
 
 /* The interpreters and file names of the namespace backend (src/engine/runtime.c). */
 static const struct {
@@ -152,7 +161,8 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
             err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
 
         *job = (agent_job){ .pid = -1, .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1,
-                            .stderr_fd = -1, .report_fd = -1, .sync_fd = -1, .cg_fd = -1 };
+                            .stderr_fd = -1, .report_fd = -1, .sync_fd = -1, .cg_fd = -1,
+                            .psi_fd = -1 };
         if (run->language >= HXS_LANG_MAX)
                 return fail(msg, size, 0, "unknown language");
         if (!have_seccomp) {
@@ -165,6 +175,12 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
 
         if ((cg_fd = cg_create(run, msg, size)) < 0)
                 return cg_fd;
+        int psi_fd = open(CG_DIR "/memory.pressure", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        if (psi_fd < 0 || write(psi_fd, PSI_TRIGGER, strlen(PSI_TRIGGER) + 1) < 0) {
+                r = fail(msg, size, errno, "setting the memory pressure trigger");
+                close_fd(&psi_fd);
+                goto fail;
+        }
         if ((payload_fd = make_payload(run, code)) < 0) {
                 r = fail(msg, size, -payload_fd, "writing the payload");
                 goto fail;
@@ -212,7 +228,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
         *job = (agent_job){ .pid = (pid_t)pid, .pidfd = pidfd, .stdin_fd = in_p[1],
                             .stdout_fd = out_p[0], .stderr_fd = err_p[0],
                             .report_fd = report_p[0], .sync_fd = sync_p[1], .cg_fd = cg_fd,
-                            .started_ns = started };
+                            .psi_fd = psi_fd, .started_ns = started };
         /* PID 1 of the sandbox must outlive the program under memory pressure, so that
          * the status is reported; the program resets its own score. */
         char path[64];
@@ -241,6 +257,7 @@ kill:
         run_close(job);
         return r;
 fail:
+        close_fd(&psi_fd);
         close_fd(&payload_fd);
         close_fd(&pidfd);
         close_pipe(sync_p);
@@ -286,4 +303,5 @@ void run_close(agent_job *job)
         close_fd(&job->report_fd);
         close_fd(&job->sync_fd);
         close_fd(&job->cg_fd);
+        close_fd(&job->psi_fd);
 }

@@ -8,9 +8,12 @@
  * (shared with the host), payloads are bounded before anything is allocated, and
  * what does not fit the conversation is dropped. The channel is not a connection:
  * the host may go away and come back (a read of 0 on a virtio port means nobody is
- * connected), so the agent never gives up on it; a partial frame left by a host that
- * went away is discarded, and until a conversation has begun (HELLO) anything that
- * is not a complete HELLO is skipped byte-wise to the next magic.
+ * connected), so the agent never gives up on it. A partial frame left by a host that
+ * went away must not swallow the next host's HELLO: it is discarded when the agent
+ * sees the disconnect, and, since a quick reconnect can hide the disconnect, when no
+ * byte has arrived for STALL_MS while it is incomplete (the agent then skips to the
+ * next magic byte). Until a conversation has begun (HELLO) anything that is not a
+ * complete HELLO is skipped at once.
  *
  * The conversation, and what the agent does at each step:
  *
@@ -49,6 +52,7 @@
 #define HUP_BACKOFF_MS   20             /* how often to look for a host that left */
 #define DRAIN_MS         5000           /* pipes still open this long after PID 1 died */
 #define FLUSH_MS         10000          /* last frames: how long to wait for the host */
+#define STALL_MS         2000           /* an incomplete frame this long without a byte is stale */
 
 typedef enum state { WAIT_HELLO, WAIT_RUN, LOADING, RUNNING } state;
 
@@ -59,6 +63,7 @@ static struct channel {
         uint64_t hup_until;
         uint8_t in[HXP_FRAME_MAX];
         size_t in_len;
+        uint64_t last_rx_ns;    /* when the last byte arrived */
         uint8_t out[OUT_CAP];
         size_t out_off, out_len;
 } ch = { .fd = -1, .listen_fd = -1 };
@@ -73,7 +78,7 @@ static struct conversation {
         /* running */
         agent_job job;
         uint64_t deadline_ns, pid1_gone_ns, time_ns;
-        bool timed_out, killed, reaped;
+        bool timed_out, killed, reaped, thrashed;
         int pid1_status;        /* wait status of the sandbox's PID 1 (waitid) */
         uint64_t sent[2];       /* stdout, stderr bytes forwarded */
         char report[512];
@@ -347,11 +352,24 @@ static void read_channel(void)
                         return;
                 }
                 ch.hup = false;
+                ch.last_rx_ns = agent_now_ns();
                 ch.in_len += (size_t)n;
                 process_input();
                 if (ch.in_len == sizeof(ch.in)) /* cannot happen: a whole frame fits */
                         ch.in_len = 0;
         }
+}
+
+/* A frame that stopped arriving half-way: its sender is gone. */
+static void drop_stale_input(void)
+{
+        if (ch.in_len == 0 || agent_now_ns() - ch.last_rx_ns < STALL_MS * 1000000ull)
+                return;
+        agent_log("dropping a frame that stopped arriving");
+        size_t skip = hxp_resync(ch.in, ch.in_len);
+        memmove(ch.in, ch.in + skip, ch.in_len - skip);
+        ch.in_len -= skip;
+        process_input();
 }
 
 static void accept_host(void)
@@ -468,7 +486,7 @@ static void finish_run(void)
                 memcpy(&st, cv.report + 1, sizeof(int));
                 status = (uint32_t)st;
         }
-        if (cv.timed_out || cv.killed)
+        if (cv.timed_out || cv.killed || cv.thrashed)
                 status = W_EXITCODE(0, SIGKILL);
         uint32_t peak_kb;
         bool oom;
@@ -478,7 +496,7 @@ static void finish_run(void)
         hxp_builder_init(&b, buf, sizeof(buf));
         hxp_put_u32(&b, HXP_EXIT_WAIT_STATUS, status);
         hxp_put_u32(&b, HXP_EXIT_TIMED_OUT, cv.timed_out);
-        hxp_put_u32(&b, HXP_EXIT_OOM_KILLED, oom && !cv.timed_out);
+        hxp_put_u32(&b, HXP_EXIT_OOM_KILLED, (oom || cv.thrashed) && !cv.timed_out);
         uint64_t ms = cv.time_ns / 1000000u;
         hxp_put_u32(&b, HXP_EXIT_TIME_MS, ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
         hxp_put_u32(&b, HXP_EXIT_MEMORY_KB, peak_kb);
@@ -508,8 +526,8 @@ static int ms_until(uint64_t t)
 
 static void loop_once(void)
 {
-        struct pollfd p[8];
-        enum { P_CHAN, P_LISTEN, P_OUT, P_ERR, P_IN, P_REPORT, P_PID, P_MAX };
+        struct pollfd p[9];
+        enum { P_CHAN, P_LISTEN, P_OUT, P_ERR, P_IN, P_REPORT, P_PID, P_PSI, P_MAX };
         int timeout = -1;
         uint64_t now = agent_now_ns();
         for (int i = 0; i < P_MAX; i++)
@@ -523,6 +541,11 @@ static void loop_once(void)
                 timeout = ms_until(ch.hup_until);
         p[P_LISTEN].fd = ch.listen_fd;
         p[P_LISTEN].events = POLLIN;
+        if (ch.in_len > 0) {
+                int t = ms_until(ch.last_rx_ns + STALL_MS * 1000000ull);
+                if (timeout < 0 || t < timeout)
+                        timeout = t;
+        }
         if (cv.st == RUNNING) {
                 agent_job *j = &cv.job;
                 bool room = out_free() >= OUT_CHUNK + HXP_HEADER_SIZE + OUT_RESERVE;
@@ -531,6 +554,7 @@ static void loop_once(void)
                 p[P_IN] = (struct pollfd){ .fd = j->stdin_fd, .events = POLLOUT };
                 p[P_REPORT] = (struct pollfd){ .fd = j->report_fd, .events = POLLIN };
                 p[P_PID] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
+                p[P_PSI] = (struct pollfd){ .fd = cv.thrashed ? -1 : j->psi_fd, .events = POLLPRI };
                 uint64_t until = cv.reaped ? cv.pid1_gone_ns + DRAIN_MS * 1000000ull
                                  : cv.timed_out || cv.killed ? now + 100 * 1000000ull
                                                              : cv.deadline_ns;
@@ -545,6 +569,7 @@ static void loop_once(void)
                 accept_host();
         if (p[P_CHAN].revents & (POLLIN | POLLHUP | POLLERR))
                 read_channel();
+        drop_stale_input();
         if (cv.st == RUNNING) {
                 agent_job *j = &cv.job;
                 if (p[P_OUT].revents)
@@ -555,6 +580,11 @@ static void loop_once(void)
                         feed_stdin();
                 if (p[P_REPORT].revents)
                         read_report();
+                if (p[P_PSI].revents & POLLPRI && !cv.reaped && !cv.timed_out && !cv.killed) {
+                        agent_log("the program thrashes at its memory limit: killed as out of memory");
+                        cv.thrashed = true;
+                        run_kill(j);
+                }
                 if (p[P_PID].revents)
                         reap();
                 if (!cv.reaped && !cv.timed_out && !cv.killed && agent_now_ns() >= cv.deadline_ns) {

@@ -43,6 +43,7 @@ typedef struct agent_job {
         int pidfd;
         int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd; /* ours; -1 when closed */
         int cg_fd;
+        int psi_fd;             /* memory.pressure trigger: POLLPRI when it thrashes */
         uint64_t started_ns;
 } agent_job;
 

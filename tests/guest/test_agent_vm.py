@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The guest agent in the real image, booted under QEMU with TCG (no KVM needed).
+
+Each test boots one VM (a VM runs one execution, then powers itself off), speaks the
+protocol to the agent through vmharness (an implementation of src/proto/proto.h
+independent of the C host driver), and checks what came back and that the VM then
+exited on its own. The image comes from the ctest fixture vm_image (HXS_VM_IMAGE).
+No test asserts a time; timeouts only detect hangs."""
+
+import os
+import signal
+import struct
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vmharness as h  # noqa: E402
+
+IMAGE = os.environ.get("HXS_VM_IMAGE", "")
+
+
+@pytest.fixture
+def vm():
+    assert IMAGE and os.path.isfile(os.path.join(IMAGE, "manifest.json")), \
+        "HXS_VM_IMAGE must name a built image (ctest runs the vm_image fixture first)"
+    machine = h.VM(IMAGE)
+    yield machine
+    machine.close()
+
+
+def powered_off(machine):
+    """After EXIT or ERROR the agent powers the VM off: QEMU (-no-reboot) exits 0."""
+    return machine.wait_exit(120) == 0
+
+
+CANARY = r"""
+import os, socket, sys
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
+print("uid", os.getuid(), os.getgid(), os.geteuid())
+print("caps", status["CapEff"].strip(), status["CapPrm"].strip(), status["CapBnd"].strip())
+print("nnp", status["NoNewPrivs"].strip(), "seccomp", status["Seccomp"].strip())
+print("ifaces", ",".join(sorted(n for _, n in socket.if_nameindex())))
+print("host", socket.gethostname(), "cwd", os.getcwd(), "home", os.environ.get("HOME"))
+print("env", os.environ.get("HXS_TEST"), "path", os.environ.get("PATH"))
+print("stdin", sys.stdin.read())
+print("code", open(__file__).read() == open("/code/main.py").read(), __file__)
+for path in ("/usr/hexr-probe", "/etc/passwd", "/code/main.py"):
+    try:
+        open(path, "w")
+        print("writable", path)
+    except OSError as e:
+        print("denied", path, e.errno)
+open("/tmp/x", "w").write("t")
+open(os.path.expanduser("~/y"), "w").write("h")
+print("scratch ok")
+print("user", open("/etc/passwd").read().count("sandbox:x:1000:1000"))
+import numpy, pandas
+print("pandas", pandas.DataFrame({"a": numpy.arange(4)})["a"].sum())
+print("to stderr", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def test_python_run_isolation_and_exit_status(vm):
+    assert vm.hello().startswith("hexr-agent ")
+    r = vm.run(CANARY, stdin=b"from the host",
+               env=["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8",
+                    "HXS_TEST=a=b c"])
+    assert r["error"] is None, r["error"]
+    out = r["stdout"].decode()
+    lines = dict(l.split(" ", 1) for l in out.splitlines())
+    assert lines["uid"] == "1000 1000 1000"
+    assert lines["caps"] == "0000000000000000 0000000000000000 0000000000000000"
+    assert lines["nnp"] == "1 seccomp 2"
+    assert lines["ifaces"] == "lo"
+    assert lines["host"] == "sandbox cwd /home/sandbox home /home/sandbox"
+    assert lines["env"] == "a=b c path /usr/local/bin:/usr/bin:/bin"
+    assert lines["stdin"] == "from the host"
+    assert lines["code"] == "True /code/main.py"
+    assert "writable" not in lines, out
+    assert out.count("denied ") == 3
+    assert lines["scratch"] == "ok"
+    assert lines["user"] == "1"
+    assert lines["pandas"] == "6"
+    assert r["stderr"] == b"to stderr\n"
+    ex = r["exit"]
+    assert os.WIFEXITED(ex["wait_status"]) and os.WEXITSTATUS(ex["wait_status"]) == 3
+    assert ex["timed_out"] == 0 and ex["oom_killed"] == 0
+    assert ex["memory_kb"] > 0
+    assert powered_off(vm)
+
+
+def test_garbage_partial_frames_and_malformed_headers_then_hello(vm):
+    """Stale bytes before a conversation: garbage, headers that are wrong in each
+    field, a valid header of another type whose payload never comes, a HELLO with the
+    wrong length. The agent skips them all and answers the valid HELLO."""
+    junk = bytearray(os.urandom(3000).replace(b"H", b"h"))
+    vm.send(bytes(junk))
+    vm.send(b"H\x02\x01\x00\x04\x00\x00\x00")            # bad version
+    vm.send(b"H\x01\x63\x00\x04\x00\x00\x00")            # bad type
+    vm.send(b"H\x01\x01\x07\x04\x00\x00\x00")            # bad flags
+    vm.send(b"H\x01\x01\x00\xff\xff\xff\x7f")            # payload too long
+    vm.send(h.frame(h.HELLO, b"\x01\x02"))               # HELLO, wrong size
+    vm.send(b"H\x01\x04\x00\x00\x00\x01\x00partial")     # CODE header, 64 KiB never sent
+    vm.send(b"H\x01")                                    # a header cut short
+    assert vm.hello(nonce=0xfeedf00d).startswith("hexr-agent ")
+    # a second HELLO before RUN starts the conversation over
+    assert vm.hello(nonce=7).startswith("hexr-agent ")
+    # frames that do not belong in the conversation now are dropped
+    vm.send(h.frame(h.KILL) + h.frame(h.STDOUT, b"x") + h.frame(h.START))
+    r = vm.run("print('resynchronised')")
+    assert r["stdout"] == b"resynchronised\n"
+    assert r["exit"]["wait_status"] == 0
+    assert powered_off(vm)
+
+
+def test_host_disconnects_and_reconnects(tmp_path):
+    """A host that leaves half-way through a frame and comes back: the agent keeps
+    the port, forgets the half frame, and answers the new host."""
+    machine = h.VM(IMAGE, path=str(tmp_path / "agent.sock"))
+    try:
+        machine.connect()
+        machine.send(h.frame(h.HELLO, struct.pack("<I", 1)))
+        assert machine.recv_frame()[0] == h.READY
+        machine.send(b"H\x01\x03\x00\x00\x10\x00\x00" + b"\x01" * 100)   # RUN, cut short
+        machine.disconnect()
+        machine.connect()
+        assert machine.hello(nonce=2).startswith("hexr-agent ")
+        r = machine.run("echo back; exit 0", language="bash")
+        assert r["stdout"] == b"back\n" and r["exit"]["wait_status"] == 0
+        assert powered_off(machine)
+    finally:
+        machine.close()
+
+
+def test_timeout_kills_and_output_is_capped(vm):
+    vm.hello()
+    code = "import sys\nsys.stdout.write('x' * 100000)\nsys.stdout.flush()\nwhile True: pass\n"
+    r = vm.run(code, timeout_ms=3000, output_max=1000)
+    assert r["error"] is None, r["error"]
+    assert r["stdout"] == b"x" * 1001   # output_max + 1: the host sees the truncation
+    ex = r["exit"]
+    assert ex["timed_out"] == 1
+    assert os.WIFSIGNALED(ex["wait_status"]) and os.WTERMSIG(ex["wait_status"]) == signal.SIGKILL
+    assert powered_off(vm)
+
+
+def test_memory_limit_is_an_oom_kill(vm):
+    vm.hello()
+    r = vm.run("b = []\nwhile True: b.append(bytearray(1 << 20))\n", memory_mb=48)
+    assert r["error"] is None, r["error"]
+    ex = r["exit"]
+    assert ex["oom_killed"] == 1 and ex["timed_out"] == 0
+    assert os.WIFSIGNALED(ex["wait_status"]) and os.WTERMSIG(ex["wait_status"]) == signal.SIGKILL
+    assert powered_off(vm)
+
+
+def test_kill_from_the_host_and_javascript(vm):
+    vm.hello()
+    vm.start("console.log('started'); setInterval(() => {}, 1000);", language="javascript")
+    ftype, payload = vm.recv_frame(180)
+    assert (ftype, payload) == (h.STDOUT, b"started\n")
+    vm.send(h.frame(h.KILL))
+    r = vm.collect()
+    ex = r["exit"]
+    assert ex["timed_out"] == 0
+    assert os.WIFSIGNALED(ex["wait_status"]) and os.WTERMSIG(ex["wait_status"]) == signal.SIGKILL
+    assert powered_off(vm)
+
+
+def test_malformed_run_is_an_error_and_ends_the_vm(vm):
+    vm.hello()
+    payload = h.run_payload(b"print(1)", env=["NO_EQUALS_SIGN"])
+    vm.send(h.frame(h.RUN, payload))
+    ftype, text = vm.recv_frame()
+    assert ftype == h.ERROR and b"RUN" in text
+    assert powered_off(vm)

@@ -527,20 +527,21 @@ static int ms_until(uint64_t t)
 static void loop_once(void)
 {
         struct pollfd p[9];
-        enum { P_CHAN, P_LISTEN, P_OUT, P_ERR, P_IN, P_REPORT, P_PID, P_PSI, P_MAX };
+        enum { SLOT_CHAN, SLOT_LISTEN, SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_REPORT, SLOT_PID, SLOT_PSI,
+               SLOT_MAX };
         int timeout = -1;
         uint64_t now = agent_now_ns();
-        for (int i = 0; i < P_MAX; i++)
+        for (int i = 0; i < SLOT_MAX; i++)
                 p[i] = (struct pollfd){ .fd = -1 };
 
         if (ch.hup && now >= ch.hup_until)
                 ch.hup = false; /* look again: the host may be back */
         if (ch.fd >= 0 && !ch.hup)
-                p[P_CHAN] = (struct pollfd){ .fd = ch.fd, .events = POLLIN | (ch.out_len ? POLLOUT : 0) };
+                p[SLOT_CHAN] = (struct pollfd){ .fd = ch.fd, .events = POLLIN | (ch.out_len ? POLLOUT : 0) };
         else if (ch.hup)
                 timeout = ms_until(ch.hup_until);
-        p[P_LISTEN].fd = ch.listen_fd;
-        p[P_LISTEN].events = POLLIN;
+        p[SLOT_LISTEN].fd = ch.listen_fd;
+        p[SLOT_LISTEN].events = POLLIN;
         if (ch.in_len > 0) {
                 int t = ms_until(ch.last_rx_ns + STALL_MS * 1000000ull);
                 if (timeout < 0 || t < timeout)
@@ -549,12 +550,12 @@ static void loop_once(void)
         if (cv.st == RUNNING) {
                 agent_job *j = &cv.job;
                 bool room = out_free() >= OUT_CHUNK + HXP_HEADER_SIZE + OUT_RESERVE;
-                p[P_OUT] = (struct pollfd){ .fd = room ? j->stdout_fd : -1, .events = POLLIN };
-                p[P_ERR] = (struct pollfd){ .fd = room ? j->stderr_fd : -1, .events = POLLIN };
-                p[P_IN] = (struct pollfd){ .fd = j->stdin_fd, .events = POLLOUT };
-                p[P_REPORT] = (struct pollfd){ .fd = j->report_fd, .events = POLLIN };
-                p[P_PID] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
-                p[P_PSI] = (struct pollfd){ .fd = cv.thrashed ? -1 : j->psi_fd, .events = POLLPRI };
+                p[SLOT_OUT] = (struct pollfd){ .fd = room ? j->stdout_fd : -1, .events = POLLIN };
+                p[SLOT_ERR] = (struct pollfd){ .fd = room ? j->stderr_fd : -1, .events = POLLIN };
+                p[SLOT_IN] = (struct pollfd){ .fd = j->stdin_fd, .events = POLLOUT };
+                p[SLOT_REPORT] = (struct pollfd){ .fd = j->report_fd, .events = POLLIN };
+                p[SLOT_PID] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
+                p[SLOT_PSI] = (struct pollfd){ .fd = cv.thrashed ? -1 : j->psi_fd, .events = POLLPRI };
                 uint64_t until = cv.reaped ? cv.pid1_gone_ns + DRAIN_MS * 1000000ull
                                  : cv.timed_out || cv.killed ? now + 100 * 1000000ull
                                                              : cv.deadline_ns;
@@ -562,30 +563,30 @@ static void loop_once(void)
                 if (timeout < 0 || t < timeout)
                         timeout = t;
         }
-        if (poll(p, P_MAX, timeout) < 0 && errno != EINTR)
+        if (poll(p, SLOT_MAX, timeout) < 0 && errno != EINTR)
                 return;
 
-        if (p[P_LISTEN].revents & POLLIN)
+        if (p[SLOT_LISTEN].revents & POLLIN)
                 accept_host();
-        if (p[P_CHAN].revents & (POLLIN | POLLHUP | POLLERR))
+        if (p[SLOT_CHAN].revents & (POLLIN | POLLHUP | POLLERR))
                 read_channel();
         drop_stale_input();
         if (cv.st == RUNNING) {
                 agent_job *j = &cv.job;
-                if (p[P_OUT].revents)
+                if (p[SLOT_OUT].revents)
                         forward_output(&j->stdout_fd, 0);
-                if (p[P_ERR].revents)
+                if (p[SLOT_ERR].revents)
                         forward_output(&j->stderr_fd, 1);
-                if (p[P_IN].revents)
+                if (p[SLOT_IN].revents)
                         feed_stdin();
-                if (p[P_REPORT].revents)
+                if (p[SLOT_REPORT].revents)
                         read_report();
-                if (p[P_PSI].revents & POLLPRI && !cv.reaped && !cv.timed_out && !cv.killed) {
+                if (p[SLOT_PSI].revents & POLLPRI && !cv.reaped && !cv.timed_out && !cv.killed) {
                         agent_log("the program thrashes at its memory limit: killed as out of memory");
                         cv.thrashed = true;
                         run_kill(j);
                 }
-                if (p[P_PID].revents)
+                if (p[SLOT_PID].revents)
                         reap();
                 if (!cv.reaped && !cv.timed_out && !cv.killed && agent_now_ns() >= cv.deadline_ns) {
                         cv.timed_out = true;

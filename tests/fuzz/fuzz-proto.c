@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target: the host <-> guest agent protocol (src/proto/proto.c), as the agent
+ * and the host driver read it: a byte stream cut into frames with hxp_parse, skipped
+ * with hxp_resync after -EBADMSG, and each frame's payload put through the TLV walker
+ * and the RUN and EXIT decoders.
+ *
+ * Input: byte 0 picks the size of the chunks the stream arrives in (1..256); the rest
+ * is the stream.
+ *
+ * Invariants:
+ *  - hxp_parse returns -EBADMSG, 0, or the size of a frame that fits the buffer, with
+ *    a known type and a payload within HXP_PAYLOAD_MAX; re-encoding its header with
+ *    hxp_header gives the same 8 bytes; hxp_resync always makes progress;
+ *  - the stream read in chunks gives exactly the frames read from it whole;
+ *  - a decoded RUN has every env entry inside its payload, with a non-empty name, an
+ *    '=' and no NUL; encoding the decoded RUN again and decoding that gives the same
+ *    values; likewise for EXIT;
+ *  - the TLV walker never points past the payload and ends cleanly only on a record
+ *    boundary.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "proto/proto.h"
+#include "fuzz.h"
+
+#define MAX_FRAMES 4096
+
+typedef struct seen {
+        uint8_t type;
+        uint32_t len;
+        uint32_t hash;
+} seen;
+
+static uint32_t fnv(const uint8_t *p, size_t n)
+{
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ p[i]) * 16777619u;
+        return h;
+}
+
+static hxp_run run, run2;
+static uint8_t reencoded[HXP_PAYLOAD_MAX];
+
+static void check_tlvs(const uint8_t *p, uint32_t len)
+{
+        hxp_tlv_iter it;
+        uint16_t tag;
+        const uint8_t *v;
+        uint32_t vlen;
+        size_t walked = 0;
+        int r;
+        hxp_tlv_begin(&it, p, len);
+        while ((r = hxp_tlv_next(&it, &tag, &v, &vlen)) > 0) {
+                CHECK(v >= p + HXP_TLV_HEADER && v + vlen <= p + len);
+                walked += HXP_TLV_HEADER + vlen;
+                uint32_t u;
+                CHECK((hxp_tlv_u32(v, vlen, &u) == 0) == (vlen == 4));
+        }
+        CHECK(r == 0 || r == -EBADMSG);
+        if (r == 0)
+                CHECK(walked == len);
+}
+
+static void check_run(const uint8_t *p, uint32_t len)
+{
+        if (hxp_run_decode(p, len, &run) < 0)
+                return;
+        CHECK(run.n_env <= HXP_ENV_MAX);
+        hxp_builder b;
+        hxp_builder_init(&b, reencoded, sizeof(reencoded));
+        const uint32_t vals[] = { run.language, run.timeout_ms, run.memory_mb, run.pids_max,
+                                  run.nofile, run.tmpfs_mb, run.output_max, run.code_len,
+                                  run.stdin_len };
+        for (uint16_t t = HXP_RUN_LANGUAGE; t < HXP_RUN_ENV; t++)
+                hxp_put_u32(&b, t, vals[t - 1]);
+        for (size_t i = 0; i < run.n_env; i++) {
+                const uint8_t *e = run.env[i];
+                uint32_t el = run.env_len[i];
+                CHECK(e >= p && e + el <= p + len);
+                const uint8_t *eq = memchr(e, '=', el);
+                CHECK(eq != NULL && eq != e);
+                CHECK(memchr(e, '\0', el) == NULL);
+                hxp_put_bytes(&b, HXP_RUN_ENV, e, el);
+        }
+        CHECK(!b.overflow); /* the original was at most as long */
+        CHECK(hxp_run_decode(reencoded, b.len, &run2) == 0);
+        const uint32_t vals2[] = { run2.language, run2.timeout_ms, run2.memory_mb, run2.pids_max,
+                                   run2.nofile, run2.tmpfs_mb, run2.output_max, run2.code_len,
+                                   run2.stdin_len };
+        CHECK(memcmp(vals, vals2, sizeof(vals)) == 0);
+        CHECK(run2.n_env == run.n_env);
+        for (size_t i = 0; i < run.n_env; i++)
+                CHECK(run2.env_len[i] == run.env_len[i] &&
+                      memcmp(run2.env[i], run.env[i], run.env_len[i]) == 0);
+}
+
+static void check_exit(const uint8_t *p, uint32_t len)
+{
+        hxp_exit e, e2;
+        if (hxp_exit_decode(p, len, &e) < 0)
+                return;
+        uint8_t buf[64];
+        hxp_builder b;
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_u32(&b, HXP_EXIT_WAIT_STATUS, e.wait_status);
+        hxp_put_u32(&b, HXP_EXIT_TIMED_OUT, e.timed_out);
+        hxp_put_u32(&b, HXP_EXIT_OOM_KILLED, e.oom_killed);
+        hxp_put_u32(&b, HXP_EXIT_TIME_MS, e.time_ms);
+        hxp_put_u32(&b, HXP_EXIT_MEMORY_KB, e.memory_kb);
+        CHECK(!b.overflow);
+        CHECK(hxp_exit_decode(buf, b.len, &e2) == 0);
+        CHECK(memcmp(&e, &e2, sizeof(e)) == 0);
+}
+
+/* Reads buf[0..len) as a reader would: frames and resyncs. Returns the bytes used
+ * (what is left is an incomplete frame). */
+static size_t consume(const uint8_t *buf, size_t len, seen *out, size_t *n_out, bool deep)
+{
+        size_t off = 0;
+        while (off < len) {
+                hxp_frame f;
+                long r = hxp_parse(buf + off, len - off, &f);
+                if (r < 0) {
+                        CHECK(r == -EBADMSG);
+                        size_t skip = hxp_resync(buf + off, len - off);
+                        CHECK(skip >= 1 && skip <= len - off);
+                        off += skip;
+                        continue;
+                }
+                if (r == 0)
+                        break;
+                CHECK((size_t)r == HXP_HEADER_SIZE + f.len && (size_t)r <= len - off);
+                CHECK(f.type >= HXP_HELLO && f.type < HXP_TYPE_MAX && f.len <= HXP_PAYLOAD_MAX);
+                CHECK(f.payload == buf + off + HXP_HEADER_SIZE);
+                uint8_t h[HXP_HEADER_SIZE];
+                CHECK(hxp_header(h, (hxp_type)f.type, f.len) == 0);
+                CHECK(memcmp(h, buf + off, HXP_HEADER_SIZE) == 0);
+                if (*n_out < MAX_FRAMES)
+                        out[(*n_out)++] = (seen){ f.type, f.len, fnv(f.payload, f.len) };
+                if (deep) {
+                        check_tlvs(f.payload, f.len);
+                        check_run(f.payload, f.len);
+                        check_exit(f.payload, f.len);
+                }
+                off += (size_t)r;
+        }
+        return off;
+}
+
+static seen whole[MAX_FRAMES], chunked[MAX_FRAMES];
+static uint8_t window[HXP_FRAME_MAX + 256];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        if (size < 1)
+                return 0;
+        size_t chunk = (size_t)data[0] + 1;
+        const uint8_t *stream = data + 1;
+        size_t len = size - 1;
+
+        size_t n_whole = 0, n_chunked = 0;
+        consume(stream, len, whole, &n_whole, true);
+
+        /* the same stream through a reader's buffer, chunk by chunk */
+        size_t have = 0, fed = 0;
+        while (fed < len) {
+                size_t n = len - fed < chunk ? len - fed : chunk;
+                CHECK(have + n <= sizeof(window));
+                memcpy(window + have, stream + fed, n);
+                have += n;
+                fed += n;
+                size_t used = consume(window, have, chunked, &n_chunked, false);
+                memmove(window, window + used, have - used);
+                have -= used;
+        }
+        CHECK(n_chunked == n_whole);
+        for (size_t i = 0; i < n_whole; i++)
+                CHECK(whole[i].type == chunked[i].type && whole[i].len == chunked[i].len &&
+                      whole[i].hash == chunked[i].hash);
+        return 0;
+}

@@ -468,23 +468,28 @@ static void reap(void)
         run_kill(&cv.job); /* its pid namespace died with it; this is for certainty */
 }
 
-/* PID 1's report: 'E' text NUL (set-up failed) and/or 'S' + int wait status. */
+/* PID 1's report, a sequence of records: 'E' text NUL (set-up failed, from PID 1 or
+ * from the program before its exec) and 'S' + int (the program's wait status). Read
+ * record by record: a status's bytes may well contain an 'E'. */
 static void finish_run(void)
 {
+        uint32_t status = W_EXITCODE(0, SIGKILL);
         read_report();
-        for (size_t i = 0; i < cv.report_len; i++) {
-                if (cv.report[i] == NS_REPORT_ERROR) {
-                        char text[sizeof(cv.report)];
-                        size_t len = strnlen(cv.report + i + 1, cv.report_len - i - 1);
-                        snprintf(text, sizeof(text), "setting up the sandbox: %.*s", (int)len, cv.report + i + 1);
+        for (size_t i = 0; i < cv.report_len;) {
+                const char *rec = cv.report + i;
+                size_t left = cv.report_len - i;
+                if (rec[0] == NS_REPORT_ERROR) {
+                        char text[sizeof(cv.report) + 32];
+                        size_t len = strnlen(rec + 1, left - 1);
+                        snprintf(text, sizeof(text), "setting up the sandbox: %.*s", (int)len, rec + 1);
                         fail_conversation(text);
                 }
-        }
-        uint32_t status = W_EXITCODE(0, SIGKILL);
-        if (cv.report_len == 1 + sizeof(int) && cv.report[0] == NS_REPORT_STATUS) {
+                if (rec[0] != NS_REPORT_STATUS || left < 1 + sizeof(int))
+                        break;
                 int st;
-                memcpy(&st, cv.report + 1, sizeof(int));
+                memcpy(&st, rec + 1, sizeof(int));
                 status = (uint32_t)st;
+                i += 1 + sizeof(int);
         }
         if (cv.timed_out || cv.killed || cv.thrashed)
                 status = W_EXITCODE(0, SIGKILL);

@@ -109,9 +109,11 @@ def test_garbage_partial_frames_and_malformed_headers_then_hello(vm):
     assert vm.hello(nonce=7).startswith("hexr-agent ")
     # frames that do not belong in the conversation now are dropped
     vm.send(h.frame(h.KILL) + h.frame(h.STDOUT, b"x") + h.frame(h.START))
-    r = vm.run("print('resynchronised')")
+    # exit status 69: the status record's bytes hold an 'E' (0x45)
+    r = vm.run("print('resynchronised')\nraise SystemExit(69)")
+    assert r["error"] is None, r["error"]
     assert r["stdout"] == b"resynchronised\n"
-    assert r["exit"]["wait_status"] == 0
+    assert r["exit"]["wait_status"] == 69 << 8
     assert powered_off(vm)
 
 

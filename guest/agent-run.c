@@ -275,15 +275,33 @@ void run_kill(agent_job *job)
         (void)write_file(CG_DIR "/cgroup.kill", "1");
 }
 
+static unsigned long long stat_field(const char *stat, const char *name)
+{
+        size_t n = strlen(name);
+        for (const char *p = stat; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                if (strncmp(p, name, n) == 0 && p[n] == ' ')
+                        return strtoull(p + n + 1, NULL, 10);
+        return 0;
+}
+
+/* Peak memory, without the page cache of the root image's files: on the host those
+ * pages are already cached and charged elsewhere, so the namespace backend does not
+ * count them; here the program is the first to read them. (tmpfs pages, "shmem",
+ * are the program's own and stay counted.) */
 void run_stats(agent_job *job, uint32_t *ret_peak_kb, bool *ret_oom)
 {
-        char buf[512];
+        char buf[4096];
+        unsigned long long peak = 0, cache = 0;
         *ret_peak_kb = 0;
         *ret_oom = false;
-        if (read_file(CG_DIR "/memory.peak", buf, sizeof(buf)) > 0) {
-                unsigned long long b = strtoull(buf, NULL, 10);
-                *ret_peak_kb = b / 1024 > UINT32_MAX ? UINT32_MAX : (uint32_t)(b / 1024);
+        if (read_file(CG_DIR "/memory.peak", buf, sizeof(buf)) > 0)
+                peak = strtoull(buf, NULL, 10);
+        if (read_file(CG_DIR "/memory.stat", buf, sizeof(buf)) > 0) {
+                unsigned long long file = stat_field(buf, "file"), shmem = stat_field(buf, "shmem");
+                cache = file > shmem ? file - shmem : 0;
         }
+        peak = peak > cache ? peak - cache : 0;
+        *ret_peak_kb = peak / 1024 > UINT32_MAX ? UINT32_MAX : (uint32_t)(peak / 1024);
         if (read_file(CG_DIR "/memory.events", buf, sizeof(buf)) > 0) {
                 const char *p = strstr(buf, "oom_kill ");
                 *ret_oom = p && strtoull(p + 9, NULL, 10) > 0;

@@ -139,11 +139,13 @@ static void send_error(const char *text)
 
 static void host_gone(void)
 {
-        /* whatever half frame it left must not swallow the next host's HELLO */
+        /* Whatever half frame it left must not swallow the next host's HELLO, and the
+         * next host must not get the rest of a frame meant for this one: a host takes
+         * a bad byte for a broken guest. */
         ch.in_len = 0;
+        ch.out_off = ch.out_len = 0;
         if (ch.listen_fd >= 0) {
                 close_fd(&ch.fd);
-                ch.out_off = ch.out_len = 0;
                 return;
         }
         ch.hup = true;

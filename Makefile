@@ -27,9 +27,11 @@ sanitize: setup
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DHXS_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 
+# pytest/guest drives the (never sanitized, static) guest agent from Python: nothing
+# in it runs under the sanitizers, so the sanitizer pass leaves it to `check`.
 check-sanitize: sanitize
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure
+		ctest --output-on-failure -E '^pytest/guest$$'
 
 test: check check-sanitize
 

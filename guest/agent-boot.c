@@ -32,6 +32,17 @@
 
 #include "guest/agent.h"
 
+bool agent_verbose;
+
+void agent_mark(const char *step)
+{
+        if (!agent_verbose)
+                return;
+        struct timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        agent_log("%5ld.%03ld s  %s", (long)ts.tv_sec, ts.tv_nsec / 1000000L, step);
+}
+
 #define NEWROOT "/newroot"
 #define MODULES_DIR "/modules"
 
@@ -92,6 +103,8 @@ static int parse_cmdline(agent_boot *b, char *msg, size_t size)
                         if (errno || *end || end == tok + 11 || p == 0 || p >= 0xffffffffUL)
                                 return fail(msg, size, 0, "hexr.vsock=%s is not a port number", tok + 11);
                         b->vsock_port = (unsigned)p;
+                } else if (strcmp(tok, "hexr.verbose") == 0) {
+                        agent_verbose = true;
                 }
         }
         if (!b->port_name[0] && !b->vsock_port)
@@ -185,10 +198,14 @@ int boot_machine(agent_boot *ret, char *msg, size_t size)
                 return r;
         if ((r = parse_cmdline(ret, msg, size)) < 0)
                 return r;
+        agent_mark("agent started");
         if ((r = load_modules("base", msg, size)) < 0 ||
             (r = load_modules(ret->vsock_port ? "vsock" : "serial", msg, size)) < 0)
                 return r;
-        return switch_root(msg, size);
+        agent_mark("modules loaded");
+        r = switch_root(msg, size);
+        agent_mark("root mounted");
+        return r;
 }
 
 /* /sys/class/virtio-ports/vportNpM/name holds the name the host gave the port. */

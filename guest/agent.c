@@ -238,6 +238,7 @@ static void on_start(void)
                 fail_conversation(msg);
         free(cv.code);
         cv.code = NULL;
+        agent_mark("program started");
         cv.st = RUNNING;
         cv.deadline_ns = cv.job.started_ns + (uint64_t)cv.run.timeout_ms * 1000000ull;
 }
@@ -257,6 +258,7 @@ static void handle_frame(const hxp_frame *f)
                 memcpy(ready, f->payload, 4);
                 int n = snprintf((char *)ready + 4, sizeof(ready) - 4, "hexr-agent %s", HXS_VERSION);
                 (void)send_frame(HXP_READY, ready, 4 + (size_t)n);
+                agent_mark("HELLO answered");
                 cv.st = WAIT_RUN;
                 return;
         case HXP_RUN:
@@ -508,6 +510,7 @@ static void finish_run(void)
         hxp_put_u32(&b, HXP_EXIT_TIME_MS, ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
         hxp_put_u32(&b, HXP_EXIT_MEMORY_KB, peak_kb);
         (void)send_frame(HXP_EXIT, buf, b.len);
+        agent_mark("program ended");
         finish();
 }
 
@@ -678,6 +681,7 @@ int main(int argc, char **argv)
                 agent_log("no channel to the host: %s", msg);
                 boot_poweroff();
         }
+        agent_mark("channel open");
         if (listening)
                 ch.listen_fd = fd;
         else

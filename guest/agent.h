@@ -27,6 +27,11 @@ typedef struct agent_boot {
         unsigned vsock_port;    /* hexr.vsock=: listen on AF_VSOCK instead (0: no) */
 } agent_boot;
 
+/* hexr.verbose on the kernel command line: boot steps are logged with the time since
+ * the kernel started. */
+extern bool agent_verbose;
+void agent_mark(const char *step);
+
 /* Mounts, modules, the read-only root; the caller is then inside the real root.
  * On failure fills msg and returns -errno. */
 int boot_machine(agent_boot *ret, char *msg, size_t msg_size);

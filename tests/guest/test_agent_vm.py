@@ -7,7 +7,9 @@ independent of the C host driver), and checks what came back and that the VM the
 exited on its own. The image comes from the ctest fixture vm_image (HXS_VM_IMAGE).
 No test asserts a time; timeouts only detect hangs."""
 
+import base64
 import os
+import re
 import signal
 import struct
 import sys
@@ -183,4 +185,35 @@ def test_malformed_run_is_an_error_and_ends_the_vm(vm):
     vm.send(h.frame(h.RUN, payload))
     ftype, text = vm.recv_frame()
     assert ftype == h.ERROR and b"RUN" in text
+    assert powered_off(vm)
+
+
+PROBE_DELIVERY = r"""
+import base64, os, sys
+data = base64.b64decode(PROBE_B64)
+path = "/tmp/hxs-probe"
+with open(path, "wb") as f:
+    f.write(data)
+os.chmod(path, 0o755)
+sys.stdout.flush()
+os.execv(path, [path])
+"""
+
+
+def test_the_syscall_probe_finds_the_namespace_backends_filter(vm):
+    """tests/security/probe.c, run as the program in the VM: every denied system call
+    (x86_64, i386, x32) must be refused by the filter, as in a namespace sandbox."""
+    probe = os.environ.get("HXS_PROBE_BIN", "")
+    assert os.path.isfile(probe), "HXS_PROBE_BIN must name the built hxs-probe"
+    code = PROBE_DELIVERY.replace("PROBE_B64", '"%s"' % base64.b64encode(open(probe, "rb").read()).decode())
+    vm.hello()
+    r = vm.run(code)
+    assert r["error"] is None, r["error"]
+    out = r["stdout"].decode()
+    failed = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    passed = [line for line in out.splitlines() if line.startswith("ok ")]
+    assert not failed, "\n".join(failed)
+    assert len(passed) > 100, out[-2000:]
+    assert re.search(r"^# \d+ checks, 0 failed$", out, re.M), out[-2000:]
+    assert r["exit"]["wait_status"] == 0
     assert powered_off(vm)

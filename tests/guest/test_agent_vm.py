@@ -179,12 +179,31 @@ def test_kill_from_the_host_and_javascript(vm):
     assert powered_off(vm)
 
 
-def test_malformed_run_is_an_error_and_ends_the_vm(vm):
+def _bad_language():
+    p = bytearray(h.run_payload(b"print(1)"))
+    p[6:10] = struct.pack("<I", 7)  # the first TLV is the language
+    return h.frame(h.RUN, bytes(p))
+
+
+VIOLATIONS = {
+    "env without =": (h.frame(h.RUN, h.run_payload(b"print(1)", env=["NO_EQUALS_SIGN"])), b"RUN"),
+    "unknown language": (_bad_language(), b"language"),
+    "more code than announced": (h.frame(h.RUN, h.run_payload(b"print(1)")) +
+                                 h.frame(h.CODE, b"print(1)\nprint(2)"), b"code_len"),
+    "START before the code": (h.frame(h.RUN, h.run_payload(b"print(1)")) +
+                              h.frame(h.CODE, b"pri") + h.frame(h.START), b"code"),
+    "START before stdin": (h.frame(h.RUN, h.run_payload(b"", stdin=b"abc")) + h.frame(h.START),
+                           b"stdin"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VIOLATIONS))
+def test_a_host_that_breaks_the_rules_gets_an_error_and_the_vm_ends(vm, case):
+    data, word = VIOLATIONS[case]
     vm.hello()
-    payload = h.run_payload(b"print(1)", env=["NO_EQUALS_SIGN"])
-    vm.send(h.frame(h.RUN, payload))
+    vm.send(data)
     ftype, text = vm.recv_frame()
-    assert ftype == h.ERROR and b"RUN" in text
+    assert ftype == h.ERROR and word in text, (ftype, text)
     assert powered_off(vm)
 
 

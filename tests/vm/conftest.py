@@ -17,3 +17,4 @@ sys.modules["hxs_integration_conftest"] = _it
 _spec.loader.exec_module(_it)
 
 start_service = _it.start_service  # the fixture: a service per test, stopped and checked after
+openapi = _it.openapi              # docs/openapi.yaml, to check responses against

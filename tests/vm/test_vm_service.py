@@ -84,16 +84,19 @@ def vm_service(start_service):
     assert left
 
 
-def test_seed_examples_and_limits(vm_service):
+def test_seed_examples_and_limits(vm_service, openapi):
     """The seed examples, exit codes, the time limit and the memory limit, in microVMs."""
     url = vm_service.url
-    _, _, health = http_request(url, "GET", "/health")
+    status, headers, health = http_request(url, "GET", "/health")
+    openapi.check("GET", "/health", status, headers, health)
     assert health["backend"] == "qemu"
     assert health["vm"]["accel"] == "tcg"
     assert health["vm"]["pool_target"] == 2
 
     # seed 000 quick start (pandas): byte-identical to the host's own run
-    res = run(url, {"code": seeds.SEED000_QUICK_START, "language": "python", "timeout": 300})
+    status, headers, res = post_exec(url, {"code": seeds.SEED000_QUICK_START, "language": "python",
+                                           "timeout": 300}, timeout=HANG)
+    openapi.check("POST", "/api/v1/exec", status, headers, res)
     host = seeds.host_run(seeds.SEED000_QUICK_START)
     assert res["exit_code"] == 0, res
     assert res["stdout"] == host.stdout

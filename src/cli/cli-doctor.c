@@ -33,7 +33,9 @@ int hxs_cli_doctor(int argc, char **argv)
                 printf("result: sandboxes cannot run on this host\n");
                 return 1;
         }
-        /* the proof: one real sandbox */
+        /* the proof: one real sandbox (no warm pool or templates for a single run) */
+        cfg.vm_pool_size = 0;
+        cfg.warm = false;
         hxs_engine *engine;
         if (hxs_engine_new(&cfg, &engine, &err) < 0) {
                 printf("result: the engine cannot start: %s\n", err.message);

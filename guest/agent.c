@@ -340,7 +340,9 @@ static void process_input(void)
 
 static void read_channel(void)
 {
-        for (;;) {
+        /* a bounded number of reads per turn: a host that floods the channel must not
+         * keep the loop from the program's pipes and its timeout */
+        for (int turns = 0; turns < 16; turns++) {
                 if (ch.fd < 0)
                         return;
                 ssize_t n = read(ch.fd, ch.in + ch.in_len, sizeof(ch.in) - ch.in_len);

@@ -20,6 +20,11 @@ Where things come from:
     the Essential set a minimal Debian has (coreutils, grep, sed, ...): the same
     packages, at the same versions, that the namespace backend runs on this host.
 
+With --from debootstrap, the root is instead `debootstrap --variant=minbase` of Debian
+bookworm with the runtimes (the same packages from the archive, independent of what
+the host has; Debian's Node.js there is 18, where this project's hosts run 20; slower
+and online; not byte-reproducible: maintainer scripts write files of their own).
+
 Reproducible: with the same inputs (the kernel .deb, the installed packages, the
 agent) a second build gives byte-identical files: fixed timestamps (SOURCE_DATE_EPOCH,
 by default the kernel's own date), a fixed ext4 UUID and hash seed, a sorted cpio.
@@ -117,11 +122,11 @@ def sha256_file(path):
 
 # ---- installed packages ---------------------------------------------------------
 
-def installed_packages():
+def installed_packages(admindir=None):
     """name -> {version, arch, depends: [[alternatives]], provides: [names]}"""
     fmt = "${Package}\t${Version}\t${Architecture}\t${db:Status-Abbrev}\t${Essential}\t" \
-          "${Pre-Depends}\t${Depends}\t${Provides}\n"
-    out = run(["dpkg-query", "-W", "-f", fmt])
+          "${Pre-Depends}\t${Depends}\t${Provides}\t${Priority}\n"
+    out = run(["dpkg-query"] + ([f"--admindir={admindir}"] if admindir else []) + ["-W", "-f", fmt])
     pkgs = {}
     for line in out.splitlines():
         f = line.split("\t")
@@ -137,6 +142,7 @@ def installed_packages():
         if f[0] in pkgs and f[2] not in ("amd64", "all"):
             continue
         pkgs[f[0]] = {"version": f[1], "arch": f[2], "essential": f[4] == "yes",
+                      "required": len(f) > 8 and f[8] == "required",
                       "depends": deps, "provides": provides}
     return pkgs
 
@@ -409,14 +415,15 @@ def add_alternatives(staging):
                 os.symlink(etc, staging + link)
 
 
-def finish_root(staging, epoch):
+def finish_root(staging, epoch, host_alternatives=True):
     for d in ("dev", "proc", "sys", "run", "tmp", "etc"):
         os.makedirs(os.path.join(staging, d), exist_ok=True)
     for link, target in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"),
                          ("lib64", "usr/lib64")):
         if os.path.isdir(os.path.join(staging, target)) and not os.path.lexists(os.path.join(staging, link)):
             os.symlink(target, os.path.join(staging, link))
-    add_alternatives(staging)
+    if host_alternatives:
+        add_alternatives(staging)
     # the dynamic linker's cache, for this tree
     if os.geteuid() == 0 and os.path.exists(os.path.join(staging, "etc/ld.so.conf")):
         run(["ldconfig", "-X", "-r", staging])
@@ -436,6 +443,71 @@ def finish_root(staging, epoch):
     for p in ("etc/ld.so.cache", "etc/hexr-image"):
         if os.path.exists(os.path.join(staging, p)):
             os.utime(os.path.join(staging, p), (epoch, epoch))
+
+
+# ---- the root filesystem, from the archive (--from debootstrap) ----------------------
+
+SUITE = "bookworm"
+
+
+def debian_mirror():
+    """The host's Debian mirror for the suite (deb822 or one-line sources)."""
+    try:
+        with open("/etc/apt/sources.list.d/debian.sources") as f:
+            for stanza in f.read().split("\n\n"):
+                fields = dict(l.split(":", 1) for l in stanza.splitlines()
+                              if ":" in l and not l.startswith("#"))
+                suites = fields.get("Suites", "").split()
+                if SUITE in suites:
+                    return fields["URIs"].split()[0]
+    except OSError:
+        pass
+    try:
+        with open("/etc/apt/sources.list") as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 3 and w[0] == "deb" and w[2] == SUITE:
+                    return w[1]
+    except OSError:
+        pass
+    return "http://deb.debian.org/debian"
+
+
+def archive_versions(names):
+    """What the archive offers now, as the host's apt lists know it: for the cache key."""
+    out = run(["apt-cache", "policy"] + names)
+    versions, name = {}, None
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            name = line.rstrip(":")
+        elif line.strip().startswith("Candidate:") and name:
+            versions[name] = line.split(":", 1)[1].strip()
+    return versions
+
+
+def debootstrap_root(staging, cache):
+    if os.geteuid() != 0:
+        raise BuildError("--from debootstrap needs root")
+    os.makedirs(os.path.join(cache, "debootstrap"), exist_ok=True)
+    mirror = debian_mirror()
+    run(["debootstrap", "--variant=minbase", "--include=" + ",".join(RUNTIME_PACKAGES),
+         f"--cache-dir={os.path.join(cache, 'debootstrap')}", SUITE, staging, mirror])
+    # what the runtimes and the Essential set need, as on the host; the rest goes
+    # (pythran's compilers and headers), dependencies or not
+    pkgs = installed_packages(os.path.join(staging, "var/lib/dpkg"))
+    keep = set(closure(pkgs, RUNTIME_PACKAGES + sorted(n for n, p in pkgs.items() if p["essential"])))
+    purge = sorted(n for n, p in pkgs.items() if n not in keep and not p["required"])
+    if purge:
+        run(["chroot", staging, "dpkg", "--purge", "--force-depends"] + purge)
+    for d in ("var/cache/apt", "var/lib/apt/lists", "var/log", "usr/share/doc", "usr/share/man",
+              "usr/share/info", "usr/share/locale", "usr/share/lintian"):
+        p = os.path.join(staging, d)
+        if os.path.isdir(p):
+            for n in os.listdir(p):
+                q = os.path.join(p, n)
+                shutil.rmtree(q) if os.path.isdir(q) and not os.path.islink(q) else os.unlink(q)
+    pkgs = installed_packages(os.path.join(staging, "var/lib/dpkg"))
+    return mirror, {n: p["version"] for n, p in sorted(pkgs.items())}
 
 
 def tree_size(staging):
@@ -508,9 +580,9 @@ def fix_inode_times(image, epoch):
 
 # ---- manifest and cache ------------------------------------------------------------
 
-def inputs_key(kernel_pkg, kernel_version, packages, agent_sha):
+def inputs_key(kernel_pkg, kernel_version, packages, agent_sha, source):
     h = hashlib.sha256()
-    h.update(json.dumps({"format": FORMAT, "kernel": [kernel_pkg, kernel_version],
+    h.update(json.dumps({"format": FORMAT, "source": source, "kernel": [kernel_pkg, kernel_version],
                          "packages": packages, "agent": agent_sha,
                          "builder": sha256_file(os.path.abspath(__file__))},
                         sort_keys=True).encode())
@@ -542,12 +614,19 @@ def build(args):
         raise BuildError(f"no agent at {args.agent} (build the hexr-agent target)")
     agent_sha = sha256_file(args.agent)
     kernel_pkg, kernel_version = resolve_kernel()
-    pkgs = installed_packages()
-    roots = RUNTIME_PACKAGES + sorted(n for n, p in pkgs.items() if p["essential"])
-    names = closure(pkgs, [r for r in roots if r in pkgs or r in RUNTIME_PACKAGES[:6]])
-    versions = {n: pkgs[n]["version"] for n in names}
-    key = inputs_key(kernel_pkg, kernel_version, versions, agent_sha)
-    print(f"      kernel {kernel_pkg} {kernel_version}; {len(names)} packages; agent {agent_sha[:12]}")
+    if args.source == "host":
+        pkgs = installed_packages()
+        roots = RUNTIME_PACKAGES + sorted(n for n, p in pkgs.items() if p["essential"])
+        names = closure(pkgs, [r for r in roots if r in pkgs or r in RUNTIME_PACKAGES[:6]])
+        versions = {n: pkgs[n]["version"] for n in names}
+    else:
+        if not shutil.which("debootstrap"):
+            raise BuildError("--from debootstrap needs debootstrap (apt-get install debootstrap)")
+        names = RUNTIME_PACKAGES
+        versions = archive_versions(RUNTIME_PACKAGES)
+    key = inputs_key(kernel_pkg, kernel_version, versions, agent_sha, args.source)
+    print(f"      kernel {kernel_pkg} {kernel_version}; {len(names)} packages ({args.source}); "
+          f"agent {agent_sha[:12]}")
     if not args.force and cache_valid(outdir, key):
         print(f"unchanged inputs: the image in {outdir} is reused")
         return 0
@@ -583,15 +662,25 @@ def build(args):
         print("      " + "; ".join(f"{g}: {', '.join(m) or '(built in)'}" for g, m in modules.items()) +
               f"; {human(os.path.getsize(os.path.join(tmp, 'initramfs.img')))}")
 
-        progress.step(f"root files: {len(names)} packages installed on this host")
-        files = root_files(pkgs, names)
         staging = os.path.join(tmp, "root")
         os.makedirs(staging)
-        total = copy_tree(files, staging, progress)
-        print(f"      {len(files)} files, {human(total)}")
+        if args.source == "host":
+            progress.step(f"root files: {len(names)} packages installed on this host")
+            files = root_files(pkgs, names)
+            total = copy_tree(files, staging, progress)
+            print(f"      {len(files)} files, {human(total)}")
+            source = ("files of the Debian packages installed on the build host (dpkg file "
+                      "lists), runtimes plus Essential plus their Depends closure")
+        else:
+            progress.step(f"root: debootstrap --variant=minbase {SUITE} with the runtimes (minutes)")
+            mirror, versions = debootstrap_root(staging, cache)
+            print(f"      {len(versions)} packages from {mirror}")
+            source = (f"debootstrap --variant=minbase {SUITE} from {mirror}, with "
+                      f"{', '.join(RUNTIME_PACKAGES)}; packages outside their Depends closure "
+                      "and the Essential set purged")
 
         progress.step("root tree: links, alternatives, ld.so.cache, timestamps")
-        finish_root(staging, epoch)
+        finish_root(staging, epoch, host_alternatives=args.source == "host")
 
         progress.step("rootfs.ext4 (read-only, no journal)")
         mb = make_ext4(staging, os.path.join(tmp, "rootfs.ext4"), epoch)
@@ -607,8 +696,7 @@ def build(args):
             "agent_sha256": agent_sha,
             "modules": modules,
             "source_date_epoch": epoch,
-            "rootfs_source": "files of the Debian packages installed on the build host "
-                             "(dpkg file lists), runtimes plus Essential plus their Depends closure",
+            "rootfs_source": source,
             "packages": versions,
             "files": {o: {"sha256": sha256_file(os.path.join(tmp, o)),
                           "size": os.path.getsize(os.path.join(tmp, o))} for o in OUTPUTS},
@@ -649,7 +737,8 @@ def info(args):
     print(f"image {outdir}")
     print(f"  kernel   {m['kernel']['package']} {m['kernel']['version']}")
     print(f"  agent    sha256 {m['agent_sha256']}")
-    print(f"  modules  " + "; ".join(f"{g}: {', '.join(v) or '(built in)'}" for g, v in m["modules"].items()))
+    print(f"  root     {m.get('rootfs_source', '?')}")
+    print("  modules  " + "; ".join(f"{g}: {', '.join(v) or '(built in)'}" for g, v in m["modules"].items()))
     print(f"  packages {len(m['packages'])}: " + ", ".join(
         f"{p} {m['packages'][p]}" for p in RUNTIME_PACKAGES if p in m["packages"]))
     missing = 0
@@ -674,6 +763,8 @@ def main():
     b.add_argument("--agent", required=True)
     b.add_argument("--cache", help="where downloaded .deb files are kept (default OUTPUT.cache)")
     b.add_argument("--force", action="store_true")
+    b.add_argument("--from", dest="source", choices=("host", "debootstrap"), default="host",
+                   help="root files: the host's installed packages (default), or debootstrap")
     i = sub.add_parser("info")
     i.add_argument("dir")
     args = ap.parse_args()

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hexr-sandbox image build [--output DIR] [--force]
+ * hexr-sandbox image build [--output DIR] [--force] [--from host|debootstrap]
  * hexr-sandbox image info [DIR]
  *
  * The microVM guest image. The work (apt-get download, dpkg-deb, lz4, the cpio, the
@@ -26,10 +26,11 @@
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: hexr-sandbox image build [--output DIR] [--force]\n"
+        fprintf(f, "usage: hexr-sandbox image build [--output DIR] [--force] [--from host|debootstrap]\n"
                    "       hexr-sandbox image info [DIR]\n\n"
                    "build: the microVM guest image (kernel, initramfs with the agent, read-only root)\n"
-                   "       into DIR (default: SANDBOX_VM_IMAGE_DIR); reused when nothing changed\n"
+                   "       into DIR (default: SANDBOX_VM_IMAGE_DIR); reused when nothing changed;\n"
+                   "       the root from the packages installed on this host, or from debootstrap\n"
                    "info:  what the image in DIR holds, or what is missing\n");
 }
 
@@ -87,7 +88,7 @@ int hxs_cli_image(int argc, char **argv)
         static const char *const script_dirs[] = { ".", "../share/hexr-sandbox", NULL };
         static const char *const agent_dirs[] = { ".", "../lib/hexr-sandbox", NULL };
         char script[PATH_MAX], agent[PATH_MAX];
-        const char *output = NULL;
+        const char *output = NULL, *from = "host";
         bool force = false;
 
         if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -103,6 +104,7 @@ int hxs_cli_image(int argc, char **argv)
         static const struct option opts[] = {
                 { "output", required_argument, NULL, 'o' },
                 { "force", no_argument, NULL, 'f' },
+                { "from", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -115,6 +117,14 @@ int hxs_cli_image(int argc, char **argv)
                         break;
                 case 'f':
                         force = true;
+                        break;
+                case 'F':
+                        if (strcmp(optarg, "host") != 0 && strcmp(optarg, "debootstrap") != 0) {
+                                fprintf(stderr, "hexr-sandbox image: --from: \"%s\" is neither host nor debootstrap\n",
+                                        optarg);
+                                return 1;
+                        }
+                        from = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -132,7 +142,7 @@ int hxs_cli_image(int argc, char **argv)
                 }
                 output = argv[optind];
         }
-        if (!build && force) {
+        if (!build && (force || strcmp(from, "host") != 0)) {
                 usage(stderr);
                 return 1;
         }
@@ -169,6 +179,6 @@ int hxs_cli_image(int argc, char **argv)
                 return 1;
         }
         char *args[] = { PYTHON, script, "build", "--output", (char *)output, "--agent", agent,
-                         force ? "--force" : NULL, NULL };
+                         "--from", (char *)from, force ? "--force" : NULL, NULL };
         return run_script(args);
 }

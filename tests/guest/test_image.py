@@ -103,6 +103,9 @@ def test_info(image, tmp_path):
     assert r.returncode == 1 and "no image" in r.stderr
     r = cli("frobnicate")
     assert r.returncode == 1 and "unknown verb" in r.stderr
+    r = cli("build", "--from", "nowhere", "--output", str(tmp_path / "x"))
+    assert r.returncode == 1 and "--from" in r.stderr
+    assert not os.path.exists(tmp_path / "x")
 
 
 def test_unchanged_inputs_reuse_the_image(image):

@@ -84,9 +84,6 @@
 #define FC_API_TIMEOUT_MS    3000
 #define FC_BOOT_TIMEOUT_MS   10000
 #define FC_RETRY_MS          10
-/* Cgroup names go "<instance>-<seq>" as the namespace backend's; ours count from
- * here so that both backends in one process never pick the same name. */
-#define FC_SEQ_BASE          (1ull << 40)
 
 /* Descriptors in the child: 0 /dev/null, 1 and 2 the log pipe, then these. */
 enum { CFD_BIN = 3, CFD_REPORT, CFD_COUNT };
@@ -232,8 +229,6 @@ static pid_t spawn_jailed(const jail_plan *plan, int cg_dirfd, int *ret_pidfd)
 /* ---- cgroups and jails, shared by every VM of the process ------------------------------ */
 
 static pthread_mutex_t fc_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool fc_cg_ready;
-static cg_layout fc_cg;
 static char fc_swept[256];
 
 static bool owner_dead(const char *name)
@@ -246,53 +241,24 @@ static bool owner_dead(const char *name)
 }
 
 /* Jails of a process that is gone: the mount points are empty once its VMs died
- * (the jail's tmpfs lived in their mount namespaces). */
+ * (the jail's tmpfs lived in their mount namespaces). Once per state directory. */
 static void sweep_jails(const char *state_dir)
 {
+        pthread_mutex_lock(&fc_mu);
+        if (strcmp(fc_swept, state_dir) == 0) {
+                pthread_mutex_unlock(&fc_mu);
+                return;
+        }
+        snprintf(fc_swept, sizeof(fc_swept), "%s", state_dir);
         char dir[300];
         snprintf(dir, sizeof(dir), "%s/fc", state_dir);
         DIR *d = opendir(dir);
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (de->d_name[0] == 's' && owner_dead(de->d_name))
-                        (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
-        closedir(d);
-}
-
-/* Under fc_mu: the cgroup layout once, the sweeps once per state directory. */
-static int fc_prepare_locked(const vm_host *h, hxs_error *err)
-{
-        if (!fc_cg_ready) {
-                int r = cg_layout_init(&fc_cg, err);
-                if (r < 0)
-                        return hxs_wrap(err, r, "firecracker: its cgroup");
-                fc_cg.seq = FC_SEQ_BASE;
-                (void)cg_sweep(&fc_cg);
-                fc_cg_ready = true;
-        }
-        if (strcmp(fc_swept, h->state_dir) != 0) {
-                sweep_jails(h->state_dir);
-                snprintf(fc_swept, sizeof(fc_swept), "%s", h->state_dir);
-        }
-        return 0;
-}
-
-/* The cgroup named like the jail (its last path component). */
-static void jail_cgroup(const char *jail, cg_exec *ret)
-{
-        memset(ret, 0, sizeof(*ret));
-        const char *name = strrchr(jail, '/');
-        name = name ? name + 1 : jail;
-        if (name[0] != 's')
-                return;
-        pthread_mutex_lock(&fc_mu);
-        if (fc_cg_ready) {
-                ret->pure_v2 = fc_cg.pure_v2;
-                for (int i = 0; i < CG_HIER_MAX; i++)
-                        if (fc_cg.have[i])
-                                snprintf(ret->path[i], sizeof(ret->path[i]), "%s/%s", fc_cg.base[i], name);
+        if (d) {
+                struct dirent *de;
+                while ((de = readdir(d)))
+                        if (de->d_name[0] == 's' && owner_dead(de->d_name))
+                                (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                closedir(d);
         }
         pthread_mutex_unlock(&fc_mu);
 }
@@ -301,12 +267,7 @@ void vm_firecracker_cleanup(vm_instance *v)
 {
         if (!v->jail[0])
                 return;
-        cg_exec cg;
-        jail_cgroup(v->jail, &cg);
-        cg_exec_kill(&cg);
-        /* v1 lets go of a cgroup a moment after its last task was reaped */
-        for (int i = 0; i < 100 && cg_exec_remove(&cg) == -EBUSY; i++)
-                usleep(2000);
+        vm_cgroup_destroy(v); /* its processes hold the jail's mounts */
         (void)rmdir(v->jail);
         v->jail[0] = '\0';
 }
@@ -385,7 +346,7 @@ static int configure(vm_instance *v, int rootfd, uint32_t ram_mb, hxs_error *err
         fc_deadline_in(&deadline, FC_API_TIMEOUT_MS);
         _cleanup_close_ int api = -1;
         for (;;) {
-                api = connect_in_jail(rootfd, FC_API_SOCK + 1);
+                api = connect_in_jail(rootfd, &FC_API_SOCK[1]);
                 if (api >= 0)
                         break;
                 if (api != -ENOENT && api != -ECONNREFUSED && api != -EAGAIN)
@@ -416,7 +377,7 @@ static int connect_agent(vm_instance *v, int rootfd, hxs_error *err)
         struct timespec deadline;
         fc_deadline_in(&deadline, FC_BOOT_TIMEOUT_MS);
         for (;;) {
-                int fd = connect_in_jail(rootfd, FC_VSOCK_UDS + 1);
+                int fd = connect_in_jail(rootfd, &FC_VSOCK_UDS[1]);
                 int r = fd;
                 if (fd >= 0) {
                         r = fc_vsock_handshake(fd, FC_VSOCK_PORT, &deadline);
@@ -484,6 +445,7 @@ static void undo(vm_instance *v)
         close_fd(&v->chan);
         close_fd(&v->err_fd);
         v->pid = -1;
+        vm_cgroup_destroy(v);
         vm_firecracker_cleanup(v);
 }
 
@@ -507,27 +469,22 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
 
         cg_limits lim = { .memory_bytes = ((uint64_t)ram_mb + FC_MEM_OVERHEAD_MB) << 20,
                           .pids_max = FC_PIDS_MAX, .cpus_milli = FC_CPUS_MILLI };
-        cg_exec cg;
         char name[96];
-        pthread_mutex_lock(&fc_mu);
-        int r = fc_prepare_locked(h, err);
-        if (r == 0 && (r = cg_exec_create(&fc_cg, &lim, &cg, err)) < 0)
-                hxs_wrap(err, r, "firecracker");
-        if (r == 0)
-                snprintf(name, sizeof(name), "%s-%llu", fc_cg.instance, (unsigned long long)fc_cg.seq);
-        pthread_mutex_unlock(&fc_mu);
+        sweep_jails(h->state_dir);
+        int r = vm_cgroup_create(&lim, &v->cg, name, sizeof(name), err);
         if (r < 0)
-                return r;
+                return hxs_wrap(err, r, "firecracker");
+        v->have_cg = true;
 
         char fcdir[300];
         snprintf(fcdir, sizeof(fcdir), "%s/fc", h->state_dir);
         int n = snprintf(v->jail, sizeof(v->jail), "%s/%s", fcdir, name);
         if (n < 0 || (size_t)n >= sizeof(v->jail)) {
                 v->jail[0] = '\0';
-                (void)cg_exec_remove(&cg);
+                vm_cgroup_destroy(v);
                 return hxs_fail_field(err, HXS_ERR_SETUP, -ENAMETOOLONG, "STATE_DIR", "STATE_DIR: path too long");
         }
-        /* from here on undo() removes the cgroup and the jail through v->jail */
+        /* from here on undo() removes the cgroup and the jail */
         int ep[2] = { -1, -1 }, rp[2] = { -1, -1 }, devnull = -1, bin = -1, rootfd = -1;
         cg_join join = { .v2_dirfd = -1 };
         for (int i = 0; i < CG_HIER_MAX; i++)
@@ -540,7 +497,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                         v->jail[0] = '\0'; /* not ours to remove */
                 goto fail;
         }
-        if ((r = cg_join_open(&cg, &join, err)) < 0)
+        if ((r = cg_join_open(&v->cg, &join, err)) < 0)
                 goto fail;
         if (pipe2(ep, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(rp, O_CLOEXEC) < 0 ||
             (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
@@ -595,12 +552,8 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
         v->chan = chan;
         r = 0;
         goto out;
-fail: {
-        bool named = v->jail[0] != '\0'; /* else the cgroup cannot be found by the jail's name */
+fail:
         undo(v);
-        if (!named)
-                (void)cg_exec_remove(&cg);
-}
 out:
         cg_join_close(&join);
         int *fds[] = { &ep[0], &ep[1], &rp[0], &rp[1], &devnull, &bin, &rootfd };

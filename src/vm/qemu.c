@@ -11,7 +11,8 @@
  * reach), a /dev holding only null, zero, random, urandom and, with KVM, a kvm node
  * owned by QEMU's uid (as Firecracker's jailer does); an unprivileged uid
  * (SANDBOX_UID_BASE + 3000), no capabilities, no_new_privs, QEMU's own seccomp
- * sandbox (-sandbox), no core dumps, and death with its parent.
+ * sandbox (-sandbox), no core dumps, death with its parent, and cgroups of its own
+ * (guest RAM + QEMU_MEM_OVERHEAD_MB, pids, a CPU share) joined at birth.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,12 +41,21 @@
 /* Descriptor numbers inside QEMU. */
 enum { FD_CHAN = 3, FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_COUNT };
 
+/* QEMU's own memory beside guest RAM: the TCG translation cache (tb-size), its
+ * threads' stacks, device state. */
+#define QEMU_MEM_OVERHEAD_MB 256u
+/* main loop, vCPU, RCU, and QEMU's I/O worker pool, which grows on demand */
+#define QEMU_PIDS_MAX        128u
+/* one vCPU plus device emulation */
+#define QEMU_CPUS_MILLI      1500u
+
 typedef struct child_plan {
         const char *bin;
         char *const *argv;
         int fds[FD_COUNT];      /* what becomes 0..FD_COUNT-1 */
         bool kvm;               /* give it a /dev/kvm node */
         uint32_t uid;
+        const int *v1_tasks;    /* [CG_HIER_MAX]: v1 cgroups to join first, -1: none */
 } child_plan;
 
 /* The jail's mounts (we are PID 1 of a new pid namespace, in a new mount namespace). */
@@ -80,6 +90,10 @@ static int jail_mounts(const child_plan *p)
 static void child_exec(const child_plan *p)
 {
         static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+        /* v1 cgroups: join them itself, first ("0" is the writer; v2 was at birth) */
+        for (int h = 0; h < CG_HIER_MAX; h++)
+                if (p->v1_tasks[h] >= 0 && write(p->v1_tasks[h], "0", 1) != 1)
+                        return;
         /* move the fds to their numbers: first out of the way, then into place */
         int tmp[FD_COUNT];
         for (int i = 0; i < FD_COUNT; i++) {
@@ -116,13 +130,15 @@ static void child_exec(const child_plan *p)
         execve(p->bin, p->argv, envp);
 }
 
-/* clone3 with a pidfd, fork semantics. */
-static pid_t spawn(const child_plan *plan, int *ret_pidfd)
+/* clone3 with a pidfd and the jail's namespaces, born into the v2 cgroup if any. */
+static pid_t spawn(const child_plan *plan, int cg_dirfd, int *ret_pidfd)
 {
         int pidfd = -1;
         struct clone_args ca = { .flags = CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                                          CLONE_NEWIPC | CLONE_NEWUTS,
-                                 .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD };
+                                          CLONE_NEWIPC | CLONE_NEWUTS |
+                                          (cg_dirfd >= 0 ? CLONE_INTO_CGROUP : 0),
+                                 .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD,
+                                 .cgroup = cg_dirfd >= 0 ? (uint64_t)cg_dirfd : 0 };
         long pid = syscall(SYS_clone3, &ca, sizeof(ca));
         if (pid < 0)
                 return -errno;
@@ -143,6 +159,9 @@ static int open_ro(const char *path)
 int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
 {
         int sp[2] = { -1, -1 }, ep[2] = { -1, -1 }, devnull = -1, files[3] = { -1, -1, -1 };
+        cg_join join = { .v2_dirfd = -1 };
+        for (int i = 0; i < CG_HIER_MAX; i++)
+                join.v1_tasks[i] = -1;
         int r;
         const char *paths[3] = { h->kernel, h->initrd, h->rootfs };
         for (int i = 0; i < 3; i++)
@@ -176,7 +195,9 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         char *argv[] = {
                 (char *)h->hypervisor,
                 "-M", "microvm",
-                "-accel", h->kvm ? "kvm" : "tcg",
+                /* TCG's translation cache defaults to 1 GiB per VM; 64 MiB holds a
+                 * Python or Node.js working set */
+                "-accel", h->kvm ? "kvm" : "tcg,tb-size=64",
                 "-cpu", h->kvm ? "host" : "max",
                 "-m", mem, "-smp", "1",
                 "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
@@ -190,12 +211,19 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
                 "-device", "virtserialport,chardev=agent,name=" VM_PORT_NAME,
                 NULL,
         };
+        cg_limits lim = { .memory_bytes = ((uint64_t)ram_mb + QEMU_MEM_OVERHEAD_MB) << 20,
+                          .pids_max = QEMU_PIDS_MAX, .cpus_milli = QEMU_CPUS_MILLI };
+        if ((r = vm_cgroup_create(&lim, &v->cg, NULL, 0, err)) < 0)
+                goto out;
+        v->have_cg = true;
+        if ((r = cg_join_open(&v->cg, &join, err)) < 0)
+                goto out;
         child_plan plan = {
                 .bin = h->hypervisor, .argv = argv,
                 .fds = { devnull, devnull, ep[1], sp[1], files[0], files[1], files[2] },
-                .kvm = h->kvm, .uid = h->qemu_uid,
+                .kvm = h->kvm, .uid = h->qemu_uid, .v1_tasks = join.v1_tasks,
         };
-        pid_t pid = spawn(&plan, &v->pidfd);
+        pid_t pid = spawn(&plan, join.v2_dirfd, &v->pidfd);
         if (pid < 0) {
                 r = hxs_fail(err, HXS_ERR_SETUP, pid, "starting %s: %s", h->hypervisor, strerror(-pid));
                 goto out;
@@ -211,6 +239,7 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         }
         r = 0;
 out:
+        cg_join_close(&join);
         for (int i = 0; i < 3; i++)
                 if (files[i] >= 0)
                         close(files[i]);

@@ -86,6 +86,7 @@ void vm_destroy(vm_instance *v)
         if (v->err_fd >= 0)
                 close(v->err_fd);
         v->chan = v->err_fd = -1;
+        vm_cgroup_destroy(v);
         if (v->jail[0])
                 vm_firecracker_cleanup(v);
         free(v->rbuf);

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "hexr-sandbox/sandbox.h"
+#include "ns/cgroup.h"
 #include "proto/proto.h"
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
@@ -53,6 +54,9 @@ typedef struct vm_instance {
         uint8_t *rbuf;                  /* HXP_FRAME_MAX bytes */
         size_t rlen;
         size_t rskip;                   /* the frame handed out last, dropped on the next read */
+        /* the hypervisor's cgroups (vm-cgroup.c) */
+        cg_exec cg;
+        bool have_cg;
         /* Firecracker only: the jail directory to remove */
         char jail[300];
 } vm_instance;
@@ -81,6 +85,14 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret);
 int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size);
 /* Appends the hypervisor's stderr (what it said before dying) to buf. */
 void vm_stderr_text(vm_instance *v, char *buf, size_t size);
+
+/* ---- the hypervisor's cgroups (vm-cgroup.c) ----------------------------------- */
+
+/* Creates a cgroup with these limits in the layout every VM of the process shares;
+ * name gets its "<instance>-<seq>" (may be NULL). */
+int vm_cgroup_create(const cg_limits *lim, cg_exec *ret, char *name, size_t name_size, hxs_error *err);
+/* Kills what is left in v->cg and removes it. Idempotent. */
+void vm_cgroup_destroy(vm_instance *v);
 
 /* ---- drivers ------------------------------------------------------------------ */
 

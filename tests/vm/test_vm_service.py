@@ -210,3 +210,48 @@ def test_exec_cli_cold_vm(tmp_path):
     assert (p.returncode, p.stdout) == (7, "hi\n"), p.stderr
     time.sleep(0.1)
     assert not (set(qemu_pids()) - before)
+
+
+def _status(pid: int) -> Dict[str, str]:
+    with open("/proc/%d/status" % pid) as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def _memory_limit(pid: int) -> int:
+    """The memory limit of pid's cgroup (v1 memory controller or v2), in bytes."""
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if "memory" in ctrls.split(","):
+                with open("/sys/fs/cgroup/memory%s/memory.limit_in_bytes" % path) as g:
+                    return int(g.read())
+            if ctrls == "" and os.path.exists("/sys/fs/cgroup%s/memory.max" % path):
+                with open("/sys/fs/cgroup%s/memory.max" % path) as g:
+                    return int(g.read())
+    raise AssertionError("pid %d has no memory cgroup" % pid)
+
+
+def test_qemu_is_jailed(vm_service):
+    """Every pooled QEMU: an unprivileged uid, no capabilities, no_new_privs, seccomp, its
+    own pid/mount/net namespaces, a read-only view of the host, and a memory cgroup."""
+    url = vm_service.url
+    wait_for(lambda: http_request(url, "GET", "/health")[2]["vm"]["pool_ready"] == 2, 600, "a full pool")
+    svc_pid = vm_service.proc.pid
+    qemus = [p for p in qemu_pids() if int(open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[1]) == svc_pid]
+    assert len(qemus) == 2, qemus
+    uid_base = int(os.environ.get("SANDBOX_UID_BASE") or 1000000)
+    for pid in qemus:
+        st = _status(pid)
+        assert st["Uid"].split() == [str(uid_base + 3000)] * 4, st["Uid"]
+        assert st["Gid"].split() == [str(uid_base + 3000)] * 4, st["Gid"]
+        assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0 and int(st["CapBnd"], 16) == 0, st
+        assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
+        for ns in ("pid", "mnt", "net", "ipc", "uts"):
+            assert os.readlink("/proc/%d/ns/%s" % (pid, ns)) != os.readlink("/proc/self/ns/%s" % ns), ns
+        # guest RAM is MAX_MEMORY_MB (512) + 128; QEMU's own share on top
+        assert _memory_limit(pid) == (512 + 128 + 256) << 20
+        # its view of the host is read-only: / and /dev are mounted ro in its namespace
+        with open("/proc/%d/mountinfo" % pid) as f:
+            mounts = {line.split()[4]: line.split()[5] for line in f}
+        assert "ro" in mounts["/"].split(","), mounts["/"]
+        assert "ro" in mounts["/dev"].split(","), mounts["/dev"]

@@ -104,9 +104,10 @@ def test_allowed_id_runs_and_is_logged_with_its_caller(mtls, pki):
     ("twins", "more than one URI SAN"),
     ("nameless", "no URI SAN"),
 ])
-def test_refused_clients_get_403(mtls, pki, client, needle):
+def test_refused_clients_get_403(mtls, pki, client, needle, openapi):
     status, hdrs, res = call(mtls, pki, client)
     assert status == 403, res
+    openapi.check("POST", "/api/v1/exec", status, hdrs, res)
     assert res["error"]["code"] == "forbidden"
     assert needle in res["error"]["message"], res
     rec = mtls.exec_log(hdrs["x-request-id"])
@@ -142,19 +143,21 @@ def test_client_xfcc_is_ignored_without_trust(mtls, pki):
 # ---- execution records ---------------------------------------------------------------------------
 
 
-def test_execution_record_only_for_its_caller(mtls, pki):
+def test_execution_record_only_for_its_caller(mtls, pki, openapi):
     status, _, res = call(mtls, pki, "alice", {"code": "echo out; echo err >&2; exit 3", "language": "bash"})
     assert status == 200 and res["exit_code"] == 3
     path = "/api/v1/executions/" + res["id"]
-    status, _, rec = call(mtls, pki, "alice", method="GET", path=path)
+    status, hdrs, rec = call(mtls, pki, "alice", method="GET", path=path)
     assert status == 200, rec
+    openapi.check("GET", "/api/v1/executions/{id}", status, hdrs, rec)
     assert rec["id"] == res["id"] and rec["caller"] == ALICE and rec["language"] == "bash"
     assert rec["exit_code"] == 3 and rec["outcome"] == "error"
     assert rec["stdout_bytes"] == 4 and rec["stderr_bytes"] == 4
     assert "stdout" not in rec and "code" not in rec  # never the output or the code
     # bob, allowed too, gets the same answer as for an id that never existed
-    status, _, other = call(mtls, pki, "bob", method="GET", path=path)
+    status, hdrs, other = call(mtls, pki, "bob", method="GET", path=path)
     assert status == 404 and other["error"]["code"] == "not_found"
+    openapi.check("GET", "/api/v1/executions/{id}", status, hdrs, other)
     status, _, never = call(mtls, pki, "bob", method="GET", path="/api/v1/executions/" + "f" * 32)
     assert status == 404 and never["error"]["message"] == other["error"]["message"]
     status, _, _ = call(mtls, pki, "alice", method="GET", path="/api/v1/executions/not-an-id")
@@ -290,7 +293,7 @@ def test_xfcc_behind_mtls_proxy(start_service, pki):
 # ---- quotas and fairness ---------------------------------------------------------------------------
 
 
-def test_per_minute_quota(unix_proxy_service):
+def test_per_minute_quota(unix_proxy_service, openapi):
     svc = unix_proxy_service(QUOTA_PER_MINUTE="2")
     bash = {"code": "true", "language": "bash"}
     a = {"X-Forwarded-Client-Cert": xfcc(ALICE)}
@@ -298,6 +301,7 @@ def test_per_minute_quota(unix_proxy_service):
     assert post_exec(svc.url, bash, headers=a)[0] == 200
     status, hdrs, res = post_exec(svc.url, bash, headers=a)
     assert status == 429, res
+    openapi.check("POST", "/api/v1/exec", status, hdrs, res)
     assert res["error"]["code"] == "quota_exceeded" and "QUOTA_PER_MINUTE" in res["error"]["message"]
     assert 1 <= int(hdrs["retry-after"]) <= 60
     # another caller has its own bucket

@@ -508,3 +508,26 @@ def test_sighup_reloads_certificates_and_keeps_connections(start_service, pki, t
     assert call(svc, pki, "alice")[0] == 200
     assert _server_cert_der(svc.address, pki.client_context("alice")) == _der(pki.path("server2", "pem"))
     assert svc.proc.poll() is None
+
+
+# ---- the Python SDK over mTLS ------------------------------------------------------------------------
+
+
+def test_sdk_over_mtls(mtls, pki):
+    sdk = Path(__file__).resolve().parents[2] / "sdk" / "python"
+    prog = ("import hexr.sandbox as s\n"
+            "print(s.exec('print(6*7)').stdout, end='')\n"
+            "import os\n"
+            "del os.environ['HEXR_SANDBOX_CERT_FILE'], os.environ['HEXR_SANDBOX_KEY_FILE']\n"
+            "try:\n"
+            "    s.exec('print(1)')\n"
+            "except s.SandboxRequestError as e:\n"
+            "    print('refused:', e)\n")
+    env = dict(os.environ, PYTHONPATH=str(sdk), HEXR_SANDBOX_URL="https://" + mtls.address,
+               HEXR_SANDBOX_CA_FILE=pki.path("ca", "pem"), HEXR_SANDBOX_CERT_FILE=pki.path("alice", "pem"),
+               HEXR_SANDBOX_KEY_FILE=pki.path("alice", "key"))
+    r = subprocess.run(["/usr/bin/python3", "-c", prog], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "42"
+    assert lines[1].startswith("refused:") and "no client certificate" in lines[1], lines

@@ -559,7 +559,8 @@ def test_openapi_refs_resolve(openapi):
                 walk(v, f"{where}[{i}]")
 
     walk(openapi.doc, "#")
-    assert set(openapi.doc["paths"]) == {"/api/v1/exec", "/execute", "/health", "/metrics"}
+    assert set(openapi.doc["paths"]) == {"/api/v1/exec", "/execute", "/api/v1/executions/{id}", "/health",
+                                          "/metrics"}
 
 
 def test_openapi_request_fields_are_the_served_ones(api, openapi):

@@ -116,6 +116,34 @@ static int state_load(const hxs_config *cfg, tls_state **ret, char *msg, size_t 
                 r = read_pem(cfg->tls_key_file, &t->key, msg, cap, "TLS_KEY_FILE");
         if (r < 0)
                 goto fail;
+        /* Each file on its own first: gnutls_certificate_set_x509_key_mem2 leaks what it
+         * parsed when a certificate does not decode (GnuTLS 3.7.9). */
+        gnutls_x509_crt_t *crts = NULL;
+        unsigned n_crts = 0;
+        r = gnutls_x509_crt_list_import2(&crts, &n_crts, &t->cert, GNUTLS_X509_FMT_PEM, 0);
+        if (r >= 0) {
+                for (unsigned i = 0; i < n_crts; i++)
+                        gnutls_x509_crt_deinit(crts[i]);
+                gnutls_free(crts);
+        }
+        if (r < 0 || n_crts == 0 || n_crts > CHAIN_MAX) {
+                snprintf(msg, cap, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
+                         r < 0 ? gnutls_strerror(r) : "not 1 to 16 PEM certificates");
+                r = -EINVAL;
+                goto fail;
+        }
+        gnutls_privkey_t key = NULL;
+        r = gnutls_privkey_init(&key);
+        if (r >= 0)
+                r = gnutls_privkey_import_x509_raw(key, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
+        if (key)
+                gnutls_privkey_deinit(key);
+        if (r < 0) {
+                snprintf(msg, cap, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
+                         cfg->tls_key_file, gnutls_strerror(r));
+                r = -EINVAL;
+                goto fail;
+        }
         /* Does the key belong to the certificate? GnuTLS checks when both are set. */
         if (gnutls_certificate_allocate_credentials(&cred) < 0) {
                 snprintf(msg, cap, "TLS: out of memory");

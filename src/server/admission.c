@@ -133,6 +133,10 @@ static int start(call *c)
                                err.message[0] ? err.message : "the sandbox could not be set up");
                 log_call(c, NULL, status == 500 ? "setup_failed" : "rejected",
                          http_error_code_of(&err));
+                if (status == 500) {
+                        metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
+                        records_add(srv, c, NULL, "setup_failed", http_error_code_of(&err));
+                }
                 c->logged = true;
                 c->state = CALL_REPLY;
                 return r;

@@ -117,6 +117,18 @@ typedef struct hxs_config {
         uint32_t max_connections;       /* MAX_CONNECTIONS */
         char packages_wheelhouse[256];  /* PACKAGES_WHEELHOUSE */
         char packages_index_url[256];   /* PACKAGES_INDEX_URL */
+        /* caller identity, authorization, quotas (the service only) */
+        char tls_cert_file[256];        /* TLS_CERT_FILE: server certificate chain (PEM) */
+        char tls_key_file[256];         /* TLS_KEY_FILE: its private key (PEM) */
+        char tls_client_ca_file[256];   /* TLS_CLIENT_CA_FILE: trust bundle; mTLS when set */
+        char auth_allow[4096];          /* AUTH_ALLOW: SPIFFE IDs, trust domains, prefixes */
+        char trusted_proxies[1024];     /* TRUSTED_PROXIES: "unix" and/or IP addresses */
+        bool allow_non_loopback;        /* ALLOW_NON_LOOPBACK: listen wide without identity */
+        uint32_t quota_concurrent;      /* QUOTA_CONCURRENT_PER_CALLER (0: none) */
+        uint32_t quota_per_minute;      /* QUOTA_PER_MINUTE (0: none) */
+        uint32_t quota_queue;           /* QUOTA_QUEUE_PER_CALLER (0: only MAX_QUEUE) */
+        uint32_t metrics_callers;       /* METRICS_CALLERS: distinct caller labels */
+        uint32_t execution_records;     /* EXECUTION_RECORDS: recent records kept */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */

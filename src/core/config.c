@@ -112,6 +112,28 @@ static const setting settings[] = {
         { { "PACKAGES_INDEX_URL", "",
             "package index the service may install from (reserved: not in this build)" },
           SET_RESERVED, STR(packages_index_url), 0, 0 },
+        { { "TLS_CERT_FILE", "", "server certificate chain (PEM); with TLS_KEY_FILE the service speaks HTTPS" },
+          SET_STRING, STR(tls_cert_file), 0, 0 },
+        { { "TLS_KEY_FILE", "", "private key of TLS_CERT_FILE (PEM)" },
+          SET_STRING, STR(tls_key_file), 0, 0 },
+        { { "TLS_CLIENT_CA_FILE", "", "CA bundle (PEM) for client certificates: mTLS, callers named by their SPIFFE ID" },
+          SET_STRING, STR(tls_client_ca_file), 0, 0 },
+        { { "AUTH_ALLOW", "", "callers allowed: spiffe://td/id, spiffe://td (trust domain), spiffe://td/prefix/* (comma list)" },
+          SET_STRING, STR(auth_allow), 0, 0 },
+        { { "TRUSTED_PROXIES", "", "peers whose X-Forwarded-Client-Cert names the caller: unix and/or IP addresses" },
+          SET_STRING, STR(trusted_proxies), 0, 0 },
+        { { "ALLOW_NON_LOOPBACK", "off", "listen on a non-loopback address without caller identity (on: anyone who reaches it runs code)" },
+          SET_BOOL, offsetof(hxs_config, allow_non_loopback), 0, 0, 0 },
+        { { "QUOTA_CONCURRENT_PER_CALLER", "0", "executions one caller may have running or queued (0: no per-caller limit)" },
+          SET_UINT, U32(quota_concurrent), 0, 4096 },
+        { { "QUOTA_PER_MINUTE", "0", "executions one caller may start per minute (0: no limit)" },
+          SET_UINT, U32(quota_per_minute), 0, 1000000 },
+        { { "QUOTA_QUEUE_PER_CALLER", "16", "requests one caller may have waiting for a slot (0: only MAX_QUEUE)" },
+          SET_UINT, U32(quota_queue), 0, 100000 },
+        { { "METRICS_CALLERS", "20", "distinct caller labels in /metrics; later callers count as \"other\"" },
+          SET_UINT, U32(metrics_callers), 0, 1000 },
+        { { "EXECUTION_RECORDS", "1024", "recent executions kept for GET /api/v1/executions/{id}" },
+          SET_UINT, U32(execution_records), 1, 100000 },
 };
 
 static const char *const backend_names[HXS_BACKEND_MAX] = {
@@ -372,6 +394,16 @@ static int config_check(hxs_config *cfg, hxs_error *err)
                 if (((const char *)cfg + paths[i].off)[0] != '/')
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, paths[i].env,
                                               "%s: must be an absolute path", paths[i].env);
+        /* named after the one that is set: that is what the operator wrote */
+        if (cfg->tls_cert_file[0] && !cfg->tls_key_file[0])
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE",
+                                      "TLS_CERT_FILE: needs TLS_KEY_FILE, the certificate's private key");
+        if (!cfg->tls_cert_file[0] && cfg->tls_key_file[0])
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_KEY_FILE",
+                                      "TLS_KEY_FILE: needs TLS_CERT_FILE, the certificate of the key");
+        if (cfg->tls_client_ca_file[0] && !cfg->tls_cert_file[0])
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_CLIENT_CA_FILE",
+                                      "TLS_CLIENT_CA_FILE: needs TLS_CERT_FILE and TLS_KEY_FILE (mTLS is TLS)");
         return 0;
 }
 

@@ -3,7 +3,9 @@
  * Admission and the life of an execution request after its body was parsed:
  *
  *   slot free            -> start the sandbox, suspend the connection    (RUNNING)
- *   no slot, queue room  -> suspend and wait, FIFO, at most QUEUE_TIMEOUT (QUEUED)
+ *   caller over a quota  -> 429 quota_exceeded, with Retry-After
+ *   no slot, queue room  -> suspend and wait, at most QUEUE_TIMEOUT (QUEUED); slots go
+ *                           round-robin by caller, FIFO within a caller (callers.c)
  *   neither              -> 429 overloaded, with Retry-After
  *
  * A suspended connection's socket is watched for the client going away: its sandbox
@@ -92,6 +94,16 @@ static void reject_draining(call *c)
                        "the service is shutting down and takes no new executions; retry on another instance");
 }
 
+static void reject_quota(call *c, unsigned wait_s, const char *msg)
+{
+        hxs_server *srv = c->srv;
+
+        metrics_reject(&srv->m, REJECT_QUOTA);
+        metrics_caller_quota(&srv->m, c->label);
+        call_set_error(c, 429, "quota_exceeded", msg);
+        c->retry_after_s = wait_s;
+}
+
 /* Starts c's sandbox. On failure c holds the error reply and 0 < status. */
 static int start(call *c)
 {
@@ -121,6 +133,10 @@ static int start(call *c)
                                err.message[0] ? err.message : "the sandbox could not be set up");
                 log_call(c, NULL, status == 500 ? "setup_failed" : "rejected",
                          http_error_code_of(&err));
+                if (status == 500) {
+                        metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
+                        records_add(srv, c, NULL, "setup_failed", http_error_code_of(&err));
+                }
                 c->logged = true;
                 c->state = CALL_REPLY;
                 return r;
@@ -130,21 +146,31 @@ static int start(call *c)
         c->req = NULL;
         TAILQ_INSERT_TAIL(&srv->running, c, link);
         srv->n_running++;
+        c->cs->running++;
         c->state = CALL_RUNNING;
         return 0;
 }
 
-/* Hands free slots to waiting requests, oldest first. */
+/* Hands free slots to waiting requests: round-robin by caller, oldest first within one. */
 static void pump(hxs_server *srv)
 {
         while (!srv->draining && srv->n_running < srv->cfg.max_concurrent &&
                !TAILQ_EMPTY(&srv->queue)) {
-                call *c = TAILQ_FIRST(&srv->queue);
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
-                if (start(c) < 0)
+                call *c = callers_next(srv);
+                if (!c)
+                        break;
+                if (start(c) < 0) {
+                        c->cs = NULL;
                         call_resume(c); /* its error reply is ready */
+                }
         }
+}
+
+/* Out of the queue (timeout, hang-up, drain): c no longer counts for its caller. */
+static void unqueue(call *c)
+{
+        callers_unqueue(c->srv, c);
+        c->cs = NULL;
 }
 
 void admission_submit(call *c)
@@ -156,20 +182,64 @@ void admission_submit(call *c)
                 c->state = CALL_REPLY;
                 return;
         }
-        if (srv->n_running < srv->cfg.max_concurrent && TAILQ_EMPTY(&srv->queue)) {
+        caller_state *cs = callers_get(srv, c->caller);
+        if (!cs) {
+                metrics_reject(&srv->m, REJECT_OVERLOADED);
+                call_set_error(c, 429, "overloaded",
+                               "too many distinct callers are busy at once; retry later");
+                c->retry_after_s = retry_after(srv);
+                c->state = CALL_REPLY;
+                return;
+        }
+        c->label = cs->label;
+        char msg[200];
+        uint32_t qc = srv->cfg.quota_concurrent;
+        if (qc && cs->running + cs->queued >= qc) {
+                snprintf(msg, sizeof(msg),
+                         "this caller already has %u executions running or waiting (QUOTA_CONCURRENT_PER_CALLER %u); retry later",
+                         cs->running + cs->queued, qc);
+                reject_quota(c, retry_after(srv), msg);
+                c->state = CALL_REPLY;
+                return;
+        }
+        bool run_now = srv->n_running < srv->cfg.max_concurrent && TAILQ_EMPTY(&srv->queue);
+        if (!run_now) {
+                uint32_t qq = srv->cfg.quota_queue;
+                if (qq && cs->queued >= qq) {
+                        snprintf(msg, sizeof(msg),
+                                 "this caller already has %u requests waiting for a slot (QUOTA_QUEUE_PER_CALLER %u); retry later",
+                                 cs->queued, qq);
+                        reject_quota(c, retry_after(srv), msg);
+                        c->state = CALL_REPLY;
+                        return;
+                }
+                if (srv->n_queued >= srv->cfg.max_queue) {
+                        reject_overloaded(c, REJECT_OVERLOADED);
+                        c->state = CALL_REPLY;
+                        return;
+                }
+        }
+        /* Accepted: now it counts against the per-minute quota. */
+        unsigned wait_s = 0;
+        if (!callers_take_token(srv, cs, now_ms(), &wait_s)) {
+                snprintf(msg, sizeof(msg),
+                         "this caller has started its %u executions of the last minute (QUOTA_PER_MINUTE); retry in %us",
+                         srv->cfg.quota_per_minute, wait_s);
+                reject_quota(c, wait_s, msg);
+                c->state = CALL_REPLY;
+                return;
+        }
+        c->cs = cs;
+        if (run_now) {
                 if (start(c) == 0)
                         suspend(c);
+                else
+                        c->cs = NULL;
                 return;
         }
-        if (srv->n_queued < srv->cfg.max_queue) {
-                TAILQ_INSERT_TAIL(&srv->queue, c, link);
-                srv->n_queued++;
-                c->state = CALL_QUEUED;
-                suspend(c);
-                return;
-        }
-        reject_overloaded(c, REJECT_OVERLOADED);
-        c->state = CALL_REPLY;
+        callers_enqueue(srv, c);
+        c->state = CALL_QUEUED;
+        suspend(c);
 }
 
 /* Stops tracking c's execution (it is done, or being abandoned). */
@@ -182,6 +252,8 @@ static void drop_exec(call *c)
         c->exec = NULL;
         TAILQ_REMOVE(&srv->running, c, link);
         srv->n_running--;
+        c->cs->running--;
+        c->cs = NULL;
 }
 
 /* c's execution is done: its result (or why it could not run) becomes the reply. */
@@ -205,9 +277,15 @@ static void finish(call *c)
                 call_set_error(c, status, code,
                                err.message[0] ? err.message : "the sandbox could not be set up");
                 log_call(c, NULL, status == 500 ? "setup_failed" : "rejected", code);
+                if (status == 500) {
+                        metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
+                        records_add(srv, c, NULL, "setup_failed", code);
+                }
         } else {
                 outcome o = outcome_of(&res);
                 metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
+                metrics_caller_execution(&srv->m, c->label, o);
+                records_add(srv, c, &res, outcome_name(o), NULL);
                 free(c->reply);
                 c->reply_len = 0;
                 c->reply = hxs_result_to_text(&res, c->id, &c->reply_len);
@@ -234,8 +312,7 @@ void admission_client_event(call *c)
         hxs_server *srv = c->srv;
 
         if (c->state == CALL_QUEUED) {
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
+                unqueue(c);
                 c->status = 499;
                 log_call(c, NULL, "client_disconnected", NULL);
         } else if (c->state == CALL_RUNNING && c->exec) {
@@ -243,8 +320,10 @@ void admission_client_event(call *c)
                 hxs_exec_kill(c->exec);
                 drop_exec(c);
                 metrics_execution(&srv->m, c->language, OUTCOME_KILLED, ran);
+                metrics_caller_execution(&srv->m, c->label, OUTCOME_KILLED);
                 c->status = 499;
                 log_call(c, NULL, "killed", "client_disconnected");
+                records_add(srv, c, NULL, "killed", "client_disconnected");
         } else {
                 return;
         }
@@ -260,8 +339,7 @@ void admission_forget(call *c)
 
         loop_del(srv, &c->client_watch);
         if (c->state == CALL_QUEUED) {
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
+                unqueue(c);
         } else if (c->state == CALL_RUNNING && c->exec) {
                 uint64_t ran = hxs_exec_elapsed_ms(c->exec);
                 hxs_exec_kill(c->exec);
@@ -279,8 +357,7 @@ void admission_tick(hxs_server *srv, uint64_t now)
         /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
         while (srv->cfg.queue_timeout_s && (c = TAILQ_FIRST(&srv->queue)) &&
                now - c->received_ms >= (uint64_t)srv->cfg.queue_timeout_s * 1000) {
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
+                unqueue(c);
                 reject_overloaded(c, REJECT_QUEUE_TIMEOUT);
                 reply_later(c);
         }
@@ -307,8 +384,7 @@ void admission_drain(hxs_server *srv)
         srv->drain_deadline_ms = now + (uint64_t)srv->cfg.drain_timeout_s * 1000;
         srv->exit_deadline_ms = srv->drain_deadline_ms + EXIT_GRACE_MS;
         while ((c = TAILQ_FIRST(&srv->queue))) {
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
+                unqueue(c);
                 reject_draining(c);
                 reply_later(c);
         }
@@ -340,8 +416,7 @@ void admission_abort_all(hxs_server *srv)
         call *c;
 
         while ((c = TAILQ_FIRST(&srv->queue))) {
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
+                unqueue(c);
                 reject_draining(c);
                 reply_later(c);
         }

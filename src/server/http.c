@@ -28,14 +28,19 @@ static const char *const route_paths[ROUTE_MAX] = {
         [ROUTE_EXECUTE] = "/execute",
         [ROUTE_HEALTH] = "/health",
         [ROUTE_METRICS] = "/metrics",
+        [ROUTE_EXECUTIONS] = NULL,      /* a prefix, see route_of */
         [ROUTE_OTHER] = NULL,
 };
+
+#define EXECUTIONS_PREFIX "/api/v1/executions/"
 
 static route route_of(const char *url)
 {
         for (int r = 0; r < ROUTE_OTHER; r++)
-                if (strcmp(url, route_paths[r]) == 0)
+                if (route_paths[r] && strcmp(url, route_paths[r]) == 0)
                         return (route)r;
+        if (strncmp(url, EXECUTIONS_PREFIX, strlen(EXECUTIONS_PREFIX)) == 0)
+                return ROUTE_EXECUTIONS;
         return ROUTE_OTHER;
 }
 
@@ -56,48 +61,6 @@ static void new_request_id(char id[33])
                 id[2 * i + 1] = hex[b[i] & 15];
         }
         id[32] = '\0';
-}
-
-/* Envoy's X-Forwarded-Client-Cert: elements separated by ',', key=value pairs by ';',
- * values possibly quoted. The last element is the peer nearest to us; its URI= is the
- * SPIFFE ID. Logged only: MHD does not verify it and neither do we. */
-static void parse_xfcc(const char *v, char *ret, size_t cap)
-{
-        const char *last = v;
-        bool quoted = false;
-
-        ret[0] = '\0';
-        for (const char *p = v; *p; p++) {
-                if (*p == '"')
-                        quoted = !quoted;
-                else if (*p == '\\' && quoted && p[1])
-                        p++;
-                else if (*p == ',' && !quoted)
-                        last = p + 1;
-        }
-        quoted = false;
-        const char *pair = last;
-        for (const char *p = last;; p++) {
-                if (*p == '"')
-                        quoted = !quoted;
-                if ((*p == ';' && !quoted) || *p == '\0') {
-                        while (*pair == ' ')
-                                pair++;
-                        if (strncasecmp(pair, "URI=", 4) == 0) {
-                                const char *s = pair + 4;
-                                size_t o = 0;
-                                for (; s < p && o + 1 < cap; s++)
-                                        if (*s != '"' && (unsigned char)*s > 0x20 &&
-                                            (unsigned char)*s < 0x7f)
-                                                ret[o++] = *s;
-                                ret[o] = '\0';
-                                return;
-                        }
-                        if (*p == '\0')
-                                return;
-                        pair = p + 1;
-                }
-        }
 }
 
 /* application/json, any case, with optional parameters (charset=utf-8). */
@@ -236,6 +199,24 @@ static void reply_health(call *c)
         json_decref(o);
 }
 
+/* GET /api/v1/executions/{id}: the caller's own recent execution, else 404. */
+static void reply_execution(call *c, const char *url)
+{
+        const char *id = url + strlen(EXECUTIONS_PREFIX);
+        const exec_record *r = NULL;
+
+        if (strlen(id) == 32 && strspn(id, "0123456789abcdef") == 32)
+                r = records_find(c->srv, id, c->caller);
+        if (!r) {
+                call_set_error(c, 404, "not_found",
+                               "no recent execution with this id for this caller (records are kept for the last EXECUTION_RECORDS executions)");
+                return;
+        }
+        free(c->reply);
+        c->reply = records_to_json(r, &c->reply_len);
+        c->status = 200;
+}
+
 static void reply_metrics(call *c)
 {
         free(c->reply);
@@ -250,10 +231,6 @@ static int check_exec_headers(call *c, uint64_t length)
         hxs_server *srv = c->srv;
         const char *v;
         char msg[200];
-
-        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "X-Forwarded-Client-Cert");
-        if (v)
-                parse_xfcc(v, c->caller, sizeof(c->caller));
 
         if (srv->draining) {
                 metrics_reject(&srv->m, REJECT_DRAINING);
@@ -294,7 +271,7 @@ static call *call_new(hxs_server *srv, struct MHD_Connection *conn, const char *
 }
 
 /* First call: headers only. Returns MHD_YES to read the body, or the queued reply. */
-static enum MHD_Result on_headers(call *c, const char *method)
+static enum MHD_Result on_headers(call *c, const char *method, const char *url)
 {
         hxs_server *srv = c->srv;
         bool is_exec_route = c->route == ROUTE_EXEC || c->route == ROUTE_EXECUTE;
@@ -305,9 +282,13 @@ static enum MHD_Result on_headers(call *c, const char *method)
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t length = cl ? strtoull(cl, NULL, 10) : 0;
 
-        if (c->route == ROUTE_OTHER) {
+        /* Everything but /health needs an allowed caller, when callers are identified:
+         * a prober need not hold an identity, nothing else is answered without one. */
+        if (c->route != ROUTE_HEALTH && auth_check(c) < 0) {
+                c->is_exec = is_exec_route; /* logged: who was turned away */
+        } else if (c->route == ROUTE_OTHER) {
                 call_set_error(c, 404, "not_found",
-                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /health and GET /metrics");
+                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, GET /health and GET /metrics");
         } else if (is_exec_route && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
                 c->allow = ALLOW_EXEC;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts POST only");
@@ -323,6 +304,8 @@ static enum MHD_Result on_headers(call *c, const char *method)
                  * connection instead of keeping it alive. */
                 if (c->route == ROUTE_HEALTH)
                         reply_health(c);
+                else if (c->route == ROUTE_EXECUTIONS)
+                        reply_execution(c, url);
                 else
                         reply_metrics(c);
                 c->state = CALL_REPLY;
@@ -454,7 +437,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
                 if (!c)
                         return MHD_NO;
                 *req_cls = c;
-                enum MHD_Result ret = on_headers(c, method);
+                enum MHD_Result ret = on_headers(c, method, url);
                 if (c->state != CALL_READING)
                         conn_request_read(conn); /* answered from the headers alone */
                 return ret;

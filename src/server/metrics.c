@@ -28,6 +28,8 @@ static const char *const reject_names[REJECT_REASON_MAX] = {
         [REJECT_OVERLOADED] = "overloaded",
         [REJECT_QUEUE_TIMEOUT] = "queue_timeout",
         [REJECT_DRAINING] = "draining",
+        [REJECT_FORBIDDEN] = "forbidden",
+        [REJECT_QUOTA] = "quota_exceeded",
 };
 
 static const char *const route_labels[ROUTE_MAX] = {
@@ -35,6 +37,7 @@ static const char *const route_labels[ROUTE_MAX] = {
         [ROUTE_EXECUTE] = "/execute",
         [ROUTE_HEALTH] = "/health",
         [ROUTE_METRICS] = "/metrics",
+        [ROUTE_EXECUTIONS] = "/api/v1/executions/{id}",
         [ROUTE_OTHER] = "other",
 };
 
@@ -75,6 +78,28 @@ void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t durati
                 }
         m->duration_count++;
         m->duration_sum_s += s;
+}
+
+/* label: from callers.c; out of range counts as "other" (the last slot). */
+static uint32_t label_slot(const metrics *m, int label)
+{
+        return label >= 0 && (uint32_t)label < m->n_caller_labels ? (uint32_t)label : UINT32_MAX;
+}
+
+void metrics_caller_execution(metrics *m, int label, outcome o)
+{
+        if (!m->caller_executions || (unsigned)o >= OUTCOME_MAX)
+                return;
+        uint32_t i = label_slot(m, label);
+        m->caller_executions[i == UINT32_MAX ? m->caller_other : i][o]++;
+}
+
+void metrics_caller_quota(metrics *m, int label)
+{
+        if (!m->caller_rejected)
+                return;
+        uint32_t i = label_slot(m, label);
+        m->caller_rejected[i == UINT32_MAX ? m->caller_other : i]++;
 }
 
 void metrics_reject(metrics *m, reject_reason r)
@@ -163,6 +188,28 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
         for (int r = 0; r < REJECT_REASON_MAX; r++)
                 fprintf(f, "hexr_sandbox_rejected_requests_total{reason=\"%s\"} %llu\n",
                         reject_names[r], (unsigned long long)m->rejected[r]);
+
+        if (m->caller_executions && m->caller_rejected) {
+                /* Bounded: METRICS_CALLERS labels, then "other". */
+                family(f, "hexr_sandbox_caller_executions_total", "counter",
+                       "Executions that ended, by caller (SPIFFE ID; anonymous without identities; other past METRICS_CALLERS) and outcome.");
+                for (uint32_t i = 0; i <= m->n_caller_labels; i++) {
+                        uint32_t slot = i == m->n_caller_labels ? m->caller_other : i;
+                        const char *name = i == m->n_caller_labels ? "other" : m->caller_labels[i];
+                        for (int o = 0; o < OUTCOME_MAX; o++)
+                                fprintf(f, "hexr_sandbox_caller_executions_total{caller=\"%s\",outcome=\"%s\"} %llu\n",
+                                        name, outcome_names[o],
+                                        (unsigned long long)m->caller_executions[slot][o]);
+                }
+                family(f, "hexr_sandbox_caller_quota_rejections_total", "counter",
+                       "Requests turned away by the caller's own quota (429 quota_exceeded), by caller.");
+                for (uint32_t i = 0; i <= m->n_caller_labels; i++) {
+                        uint32_t slot = i == m->n_caller_labels ? m->caller_other : i;
+                        const char *name = i == m->n_caller_labels ? "other" : m->caller_labels[i];
+                        fprintf(f, "hexr_sandbox_caller_quota_rejections_total{caller=\"%s\"} %llu\n",
+                                name, (unsigned long long)m->caller_rejected[slot]);
+                }
+        }
 
         family(f, "hexr_sandbox_http_requests_total", "counter",
                "HTTP responses, by route and status (499: the client went away first).");

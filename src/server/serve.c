@@ -4,8 +4,10 @@
  * engine and the listening socket, starts MHD in external-epoll mode, runs the loop
  * until a drain completes, and takes everything down again.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +34,10 @@ static void usage(FILE *f)
         fprintf(f,
                 "Usage: hexr-sandbox serve [--listen ADDR]\n"
                 "\n"
-                "Runs the HTTP service: POST /api/v1/exec (alias POST /execute), GET /health,\n"
-                "GET /metrics. Stops on SIGTERM or SIGINT after running executions finish\n"
-                "(at most DRAIN_TIMEOUT).\n"
+                "Runs the HTTP service: POST /api/v1/exec (alias POST /execute),\n"
+                "GET /api/v1/executions/{id}, GET /health, GET /metrics. Stops on SIGTERM or\n"
+                "SIGINT after running executions finish (at most DRAIN_TIMEOUT); SIGHUP reloads\n"
+                "the TLS certificates, key and client CA bundle.\n"
                 "\n"
                 "Options:\n"
                 "  -l, --listen ADDR   listen address, overrides LISTEN_ADDRESS\n"
@@ -133,13 +136,33 @@ static int setup_fds(hxs_server *srv)
         return r;
 }
 
+/* TLS 1.2 and 1.3 only. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 static int start_mhd(hxs_server *srv)
 {
         unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        struct MHD_OptionItem tls_opts[4] = { { MHD_OPTION_END, 0, NULL } };
+        size_t n = 0;
+
+        if (tls_enabled(srv)) {
+                flags |= MHD_USE_TLS;
+                tls_opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_CERT_CALLBACK2, 0,
+                                                          tls_cert_callback() };
+                tls_opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                                          (void *)TLS_PRIORITIES };
+                /* With a trust bundle MHD asks clients for a certificate (it verifies
+                 * nothing: tls.c does, on every request). */
+                if (tls_mhd_trust(srv))
+                        tls_opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0,
+                                                                  (void *)tls_mhd_trust(srv) };
+                tls_opts[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+        }
 
         srv->mhd = MHD_start_daemon(
                 flags, 0, NULL, NULL, http_handler, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+                MHD_OPTION_ARRAY, tls_opts,
                 MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg.max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
@@ -170,11 +193,34 @@ static void teardown(hxs_server *srv)
         }
         listen_cleanup(srv);
         close_fd(&srv->listen_fd);
+        tls_close(srv);
+        auth_cleanup(srv);
+        callers_cleanup(srv);
+        records_cleanup(srv);
         close_fd(&srv->timerfd);
         close_fd(&srv->sigfd);
         close_fd(&srv->epfd);
         hxs_engine_free(srv->engine);
         srv->engine = NULL;
+}
+
+/* Is the listening socket reachable from loopback only? unix sockets count as local. */
+static bool listen_is_local(const hxs_server *srv, int fd)
+{
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+
+        if (srv->unix_path[0])
+                return true;
+        if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+                return false;
+        if (ss.ss_family == AF_INET)
+                return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+        if (ss.ss_family == AF_INET6) {
+                const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+                return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        }
+        return false;
 }
 
 int hxs_cli_serve(int argc, char **argv)
@@ -229,6 +275,28 @@ int hxs_cli_serve(int argc, char **argv)
                         status = EXIT_USAGE;
                 goto out;
         }
+        r = tls_open(srv, &err);
+        if (r == 0)
+                r = auth_setup(srv, &err);
+        if (r < 0) {
+                fprintf(stderr, "hexr-sandbox: invalid setting: %s\n", err.message);
+                status = EXIT_USAGE;
+                goto out;
+        }
+        if (!srv->identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(srv, srv->listen_fd)) {
+                fprintf(stderr,
+                        "hexr-sandbox: invalid setting: LISTEN_ADDRESS %s is not loopback, and callers are not "
+                        "identified: anyone who reaches it could run code. Configure mTLS (TLS_CLIENT_CA_FILE) "
+                        "or a trusted proxy (TRUSTED_PROXIES) with AUTH_ALLOW, or set ALLOW_NON_LOOPBACK=on "
+                        "if something in front of the service authenticates callers.\n",
+                        srv->listen_text);
+                status = EXIT_USAGE;
+                goto out;
+        }
+        if (callers_setup(srv) < 0 || records_setup(srv) < 0) {
+                fprintf(stderr, "hexr-sandbox: out of memory\n");
+                goto out;
+        }
         r = start_mhd(srv);
         if (r < 0) {
                 fprintf(stderr, "hexr-sandbox: cannot start the HTTP server on %s\n", srv->listen_text);
@@ -236,9 +304,11 @@ int hxs_cli_serve(int argc, char **argv)
         }
 
         fprintf(stderr, "hexr-sandbox: listening on %s\n", srv->listen_text);
-        log_line("start", "backend %s, max_concurrent %u, max_queue %u, version %s",
+        log_line("start", "backend %s, max_concurrent %u, max_queue %u, %s, callers %s, version %s",
                  hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent,
-                 srv->cfg.max_queue, hxs_version());
+                 srv->cfg.max_queue,
+                 tls_mutual(srv) ? "mTLS" : tls_enabled(srv) ? "TLS" : "plain HTTP",
+                 srv->identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
 
         r = loop_run(srv);
         status = r < 0 ? EXIT_FAILURE_RUNTIME : 0;

@@ -10,6 +10,11 @@
  *   metrics.c   counters and the Prometheus text
  *   log.c       one JSON line per execution
  *   json.c      request and result JSON (shared with the CLI)
+ *   tls.c       TLS/mTLS credentials, their reload, the client certificate's SPIFFE ID
+ *   identity.c  SPIFFE ID syntax, X-Forwarded-Client-Cert, AUTH_ALLOW, TRUSTED_PROXIES
+ *   auth.c      who is calling (mTLS or a trusted proxy's header) and may they
+ *   callers.c   per-caller state: quotas, fair queue, metrics labels
+ *   records.c   the recent executions behind GET /api/v1/executions/{id}
  *
  * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without
  * an internal thread) and calls back into http.c from MHD_run only.
@@ -22,6 +27,7 @@
 #include <sys/queue.h>
 
 #include "hexr-sandbox/sandbox.h"
+#include "server/identity.h"
 #include "server/serve.h"
 
 struct hxs_server;
@@ -47,6 +53,7 @@ typedef enum route {
         ROUTE_EXECUTE,  /* POST /execute (alias) */
         ROUTE_HEALTH,   /* GET /health */
         ROUTE_METRICS,  /* GET /metrics */
+        ROUTE_EXECUTIONS, /* GET /api/v1/executions/{id} */
         ROUTE_OTHER,    /* anything else: 404 */
         ROUTE_MAX,
 } route;
@@ -82,6 +89,8 @@ typedef enum reject_reason {
         REJECT_OVERLOADED,      /* 429: no slot and the queue is full */
         REJECT_QUEUE_TIMEOUT,   /* 429: waited QUEUE_TIMEOUT for a slot */
         REJECT_DRAINING,        /* 503 */
+        REJECT_FORBIDDEN,       /* 403: no identity, or one AUTH_ALLOW does not list */
+        REJECT_QUOTA,           /* 429: the caller's own quota */
         REJECT_REASON_MAX,
 } reject_reason;
 
@@ -96,7 +105,9 @@ typedef struct call {
         bool suspended;
         bool held;              /* counted in srv->n_held until MHD completes it */
         char id[33];            /* request id: 128 random bits in hex */
-        char caller[256];       /* SPIFFE ID from X-Forwarded-Client-Cert, "" if none */
+        char caller[SPIFFE_ID_MAX + 1]; /* verified SPIFFE ID; "" when none (anonymous) */
+        struct caller_state *cs; /* while queued or running: its caller's counters */
+        int label;              /* its metrics label (callers.c) */
 
         /* body, capped at MAX_BODY_BYTES */
         char *body;
@@ -116,6 +127,7 @@ typedef struct call {
         watch exec_watch;
         watch client_watch;
         TAILQ_ENTRY(call) link; /* in srv->queue or srv->running */
+        TAILQ_ENTRY(call) clink; /* in its caller's queue while queued */
 
         /* the reply, prepared before the connection is resumed */
         unsigned status;
@@ -129,6 +141,37 @@ typedef struct call {
 
 TAILQ_HEAD(call_list, call);
 
+/* Per-caller counters and sub-queue (callers.c). */
+typedef struct caller_state {
+        char *id;                       /* SPIFFE ID, "" for anonymous */
+        uint32_t running, queued;
+        uint64_t tokens_milli;          /* QUOTA_PER_MINUTE bucket, thousandths */
+        uint64_t refilled_ms;
+        int label;                      /* metrics label index; the "other" index if none */
+        struct call_list queue;         /* its waiting calls, oldest first */
+        bool in_rr;
+        TAILQ_ENTRY(caller_state) link;         /* srv->callers */
+        TAILQ_ENTRY(caller_state) rr_link;      /* srv->rr: callers with waiting calls */
+} caller_state;
+TAILQ_HEAD(caller_list, caller_state);
+
+/* Callers tracked at once; idle ones are forgotten to make room. */
+#define CALLERS_MAX 4096u
+
+/* One recent execution (records.c). */
+typedef struct exec_record {
+        char id[33];                    /* "" = free slot */
+        char *caller;
+        hxs_language language;
+        const char *outcome;            /* static */
+        const char *error_code;         /* static or NULL */
+        bool ran;                       /* the fields below are set */
+        int exit_code, signal;
+        bool timed_out, oom_killed, stdout_truncated, stderr_truncated;
+        uint64_t execution_time_ms, memory_used_mb, stdout_bytes, stderr_bytes, queue_ms;
+        int64_t finished_unix_ms;
+} exec_record;
+
 typedef struct metrics {
         uint64_t executions[HXS_LANG_MAX][OUTCOME_MAX];
         uint64_t rejected[REJECT_REASON_MAX];
@@ -136,12 +179,19 @@ typedef struct metrics {
         uint64_t duration_count;
         double duration_sum_s;
         uint64_t http[ROUTE_MAX][600];  /* by status code */
+        /* per caller label: [METRICS_CALLERS + 1], the last is "other" */
+        char **caller_labels;
+        uint32_t n_caller_labels;
+        uint32_t caller_other;          /* index of "other": METRICS_CALLERS */
+        uint64_t (*caller_executions)[OUTCOME_MAX];
+        uint64_t *caller_rejected;      /* quota */
 } metrics;
 
 /* A connection must deliver each request whole within this (conn.c). */
 #define REQUEST_READ_TIMEOUT_S 30u
 
 typedef struct conn_watch conn_watch;
+typedef struct tls_state tls_state;
 
 typedef struct hxs_server {
         hxs_config cfg;
@@ -158,11 +208,25 @@ typedef struct hxs_server {
         char unix_path[108];            /* socket file to remove on exit, "" if TCP */
         char listen_text[300];          /* what we print: 127.0.0.1:8080, unix:/x */
 
+        /* identity */
+        tls_state *tls;                 /* NULL: plain HTTP */
+        bool identity_on;               /* mTLS or trusted proxies: callers have IDs */
+        allowlist allow;
+        proxy_list proxies;
+
+        /* callers (callers.c) and recent executions (records.c) */
+        struct caller_list callers;
+        struct caller_list rr;
+        uint32_t n_callers;
+        exec_record *records;
+        uint32_t n_records, next_record;
+
         /* open connections, for the request-read deadline (conn.c) */
         conn_watch *conns;
 
         /* admission */
-        struct call_list queue;         /* FIFO of CALL_QUEUED */
+        struct call_list queue;         /* CALL_QUEUED in arrival order (timeouts);
+                                         * served round-robin by caller (callers.c) */
         struct call_list running;       /* CALL_RUNNING */
         uint32_t n_queued, n_running;
         uint32_t n_held;                /* suspended or resumed, not yet completed */
@@ -228,8 +292,49 @@ uint64_t admission_next_deadline(hxs_server *srv); /* UINT64_MAX if none */
 bool admission_drained(hxs_server *srv);
 void admission_abort_all(hxs_server *srv);      /* last resort at exit */
 
+/* tls.c */
+int tls_open(hxs_server *srv, hxs_error *err);  /* no-op without TLS_CERT_FILE */
+bool tls_enabled(const hxs_server *srv);
+bool tls_mutual(const hxs_server *srv);         /* client certificates verified */
+void *tls_cert_callback(void);                  /* for MHD_OPTION_HTTPS_CERT_CALLBACK2 */
+const char *tls_mhd_trust(const hxs_server *srv); /* for MHD_OPTION_HTTPS_MEM_TRUST */
+int tls_reload(hxs_server *srv, char *msg, size_t cap); /* SIGHUP; msg says what happened */
+void tls_close(hxs_server *srv);
+/* The connection's verified client SPIFFE ID into ret, or -EACCES and *ret_why. */
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap,
+                const char **ret_why);
+
+/* auth.c */
+int auth_setup(hxs_server *srv, hxs_error *err);        /* AUTH_ALLOW, TRUSTED_PROXIES */
+void auth_cleanup(hxs_server *srv);
+/* Who calls, into c->caller, and may they: 0, or -EACCES with a 403 prepared in c. */
+int auth_check(call *c);
+
+/* callers.c */
+int callers_setup(hxs_server *srv);
+void callers_cleanup(hxs_server *srv);
+/* The caller's state, created if new; NULL when CALLERS_MAX are all busy. */
+caller_state *callers_get(hxs_server *srv, const char *id);
+/* Takes one execution from the per-minute bucket: true, or false and the seconds
+ * until one is there. */
+bool callers_take_token(hxs_server *srv, caller_state *cs, uint64_t now, unsigned *ret_wait_s);
+void callers_enqueue(hxs_server *srv, call *c);
+void callers_unqueue(hxs_server *srv, call *c);
+call *callers_next(hxs_server *srv);            /* next waiting call, round-robin by caller */
+const char *callers_label(const metrics *m, int label);
+
+/* records.c */
+int records_setup(hxs_server *srv);
+void records_cleanup(hxs_server *srv);
+void records_add(hxs_server *srv, const call *c, const hxs_result *res, const char *outcome_text,
+                 const char *error_code);
+const exec_record *records_find(const hxs_server *srv, const char *id, const char *caller);
+char *records_to_json(const exec_record *r, size_t *ret_len);
+
 /* metrics.c */
 void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t duration_ms);
+void metrics_caller_execution(metrics *m, int label, outcome o);
+void metrics_caller_quota(metrics *m, int label);
 void metrics_reject(metrics *m, reject_reason r);
 void metrics_http(metrics *m, route rt, unsigned status);
 char *metrics_render(const hxs_server *srv, size_t *ret_len);

@@ -15,7 +15,8 @@
  *    variable, err.message is NUL-terminated and names it, and the configuration is
  *    unchanged;
  *  - hxs_config_from_env, with the records in the environment, fails exactly when one
- *    of the values fails on its own or a path is not absolute; when it succeeds, the
+ *    of the values fails on its own, a path is not absolute or the TLS files do not pair
+ *    up (certificate and key together, a client CA only with them); when it succeeds, the
  *    ranges hold and the defaults do not exceed the maxima.
  */
 #include <errno.h>
@@ -76,6 +77,17 @@ static const struct range {
         S("STATE_DIR", state_dir),
         S("PACKAGES_WHEELHOUSE", packages_wheelhouse),
         S("PACKAGES_INDEX_URL", packages_index_url),
+        S("TLS_CERT_FILE", tls_cert_file),
+        S("TLS_KEY_FILE", tls_key_file),
+        S("TLS_CLIENT_CA_FILE", tls_client_ca_file),
+        S("AUTH_ALLOW", auth_allow),
+        S("TRUSTED_PROXIES", trusted_proxies),
+        { "ALLOW_NON_LOOPBACK", BOOL, offsetof(hxs_config, allow_non_loopback), 0, 1 },
+        N("QUOTA_CONCURRENT_PER_CALLER", quota_concurrent, 0, 4096),
+        N("QUOTA_PER_MINUTE", quota_per_minute, 0, 1000000),
+        N("QUOTA_QUEUE_PER_CALLER", quota_queue, 0, 100000),
+        N("METRICS_CALLERS", metrics_callers, 0, 1000),
+        N("EXECUTION_RECORDS", execution_records, 1, 100000),
 #undef N
 #undef S
 };
@@ -281,6 +293,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (single.state_dir[0] != '/' || (single.rootfs[0] && single.rootfs[0] != '/') ||
             single.vm_image_dir[0] != '/' || single.qemu_bin[0] != '/' || single.firecracker_bin[0] != '/')
+                expect_fail = true;
+        /* TLS: certificate and key together; a client CA only with them */
+        if (!single.tls_cert_file[0] != !single.tls_key_file[0] ||
+            (single.tls_client_ca_file[0] && !single.tls_cert_file[0]))
                 expect_fail = true;
 
         hxs_config env_cfg;

@@ -18,12 +18,16 @@
  *   body
  * Pseudo-headers steer the harness: X-Fuzz-Chunk (body chunk size, 0 = whole),
  * X-Fuzz-Max-Body (MAX_BODY_BYTES), X-Fuzz-Draining, X-Fuzz-Unhealthy, X-Fuzz-Admit
- * (0 reply now, 1 overloaded, 2 suspend then reply, 3 suspend then the client leaves).
+ * (0 reply now, 1 overloaded, 2 suspend then reply, 3 suspend then the client leaves),
+ * X-Fuzz-Identity (callers identified: the peer is a trusted proxy, AUTH_ALLOW is
+ * FUZZ_ALLOW; without it there are no identities and X-Forwarded-Client-Cert is
+ * ignored).
  *
  * Invariants: at most one response per request and exactly one unless the connection
  * was closed; a known status; every JSON reply parses and error replies carry
- * error.code and error.message; the caller taken from X-Forwarded-Client-Cert is short
- * printable ASCII without quotes, and equals URI= in the plain case; a request is
+ * error.code and error.message; without identities the caller is always anonymous;
+ * with them every route but /health answers 403 unless X-Forwarded-Client-Cert
+ * names a valid SPIFFE ID that AUTH_ALLOW lists, and that ID is the caller; a request is
  * refused with 415 exactly when its Content-Type is not application/json; each
  * execution request is logged once, as one valid JSON line.
  */
@@ -44,6 +48,7 @@
 
 
 #define MAX_HEADERS 24
+#define FUZZ_ALLOW "spiffe://example.org/agents/*, spiffe://other.test, spiffe://x.y/exact"
 
 static struct {
         struct {
@@ -83,6 +88,64 @@ void __wrap_log_call(const call *c, const hxs_result *res, const char *outcome_t
                      const char *error_code);
 void __real_log_call(const call *c, const hxs_result *res, const char *outcome_text,
                      const char *error_code);
+enum MHD_Result __wrap_MHD_lookup_connection_value_n(struct MHD_Connection *conn,
+                                                     enum MHD_ValueKind kind, const char *key,
+                                                     size_t key_size, const char **value_ptr,
+                                                     size_t *value_size_ptr);
+int __wrap_MHD_get_connection_values(struct MHD_Connection *conn, enum MHD_ValueKind kind,
+                                     MHD_KeyValueIterator iterator, void *iterator_cls);
+const union MHD_ConnectionInfo *__wrap_MHD_get_connection_info(struct MHD_Connection *conn,
+                                                               enum MHD_ConnectionInfoType info_type,
+                                                               ...);
+
+enum MHD_Result __wrap_MHD_lookup_connection_value_n(struct MHD_Connection *conn,
+                                                     enum MHD_ValueKind kind, const char *key,
+                                                     size_t key_size, const char **value_ptr,
+                                                     size_t *value_size_ptr)
+{
+        CHECK(conn == CONN);
+        for (size_t i = 0; kind == MHD_HEADER_KIND && i < fx.nh; i++)
+                if (strlen(fx.h[i].name) == key_size && strncasecmp(fx.h[i].name, key, key_size) == 0) {
+                        *value_ptr = fx.h[i].value;
+                        if (value_size_ptr)
+                                *value_size_ptr = strlen(fx.h[i].value);
+                        return MHD_YES;
+                }
+        return MHD_NO;
+}
+
+int __wrap_MHD_get_connection_values(struct MHD_Connection *conn, enum MHD_ValueKind kind,
+                                     MHD_KeyValueIterator iterator, void *iterator_cls)
+{
+        CHECK(conn == CONN);
+        int n = 0;
+        for (size_t i = 0; kind == MHD_HEADER_KIND && i < fx.nh; i++, n++)
+                if (iterator && iterator(iterator_cls, kind, fx.h[i].name, fx.h[i].value) != MHD_YES)
+                        break;
+        return n;
+}
+
+/* No socket, no TLS session: the peer is the unix socket (see X-Fuzz-Identity). */
+const union MHD_ConnectionInfo *__wrap_MHD_get_connection_info(struct MHD_Connection *conn,
+                                                               enum MHD_ConnectionInfoType info_type,
+                                                               ...)
+{
+        CHECK(conn == CONN);
+        return NULL;
+}
+
+/* tls.c needs a handshake: this harness has no mTLS (tls_peer_id is never reached). */
+bool tls_mutual(const hxs_server *srv)
+{
+        return false;
+}
+
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap,
+                const char **ret_why)
+{
+        CHECK(false);
+        return -EACCES;
+}
 
 const char *__wrap_MHD_lookup_connection_value(struct MHD_Connection *conn,
                                                enum MHD_ValueKind kind, const char *key)
@@ -273,42 +336,47 @@ static bool is_json_content_type(const char *ct)
         return *ct == '\0' || *ct == ';';
 }
 
-static void check_caller(const call *c)
+static unsigned count_headers(const char *name)
+{
+        unsigned n = 0;
+        for (size_t i = 0; i < fx.nh; i++)
+                n += strcasecmp(fx.h[i].name, name) == 0;
+        return n;
+}
+
+/* Who the request is from, and whether it was let in. */
+static void check_caller(const call *c, const hxs_server *s)
 {
         CHECK(memchr(c->caller, '\0', sizeof(c->caller)) != NULL);
-        for (const char *p = c->caller; *p; p++)
-                CHECK((unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f && *p != '"');
-
-        /* The plain case: one element, pairs without quotes, escapes or commas. */
-        const char *x = header("X-Forwarded-Client-Cert");
-        if (!x || !c->is_exec || strpbrk(x, "\",\\"))
+        if (!s->identity_on) {
+                CHECK(c->caller[0] == '\0'); /* the header is ignored */
+                CHECK(fx.status != 403);
                 return;
-        const char *uri = NULL;
-        for (const char *p = x; p;) {
-                p += strspn(p, " ");
-                if (strncasecmp(p, "URI=", 4) == 0) {
-                        uri = p + 4;
-                        break;
-                }
-                p = strchr(p, ';');
-                if (p)
-                        p++;
         }
-        if (!uri)
-                CHECK(c->caller[0] == '\0');
-        else {
-                size_t n = strcspn(uri, ";");
-                bool simple = n < sizeof(c->caller);
-                for (size_t i = 0; i < n; i++)
-                        simple &= (unsigned char)uri[i] > 0x20 && (unsigned char)uri[i] < 0x7f;
-                if (simple)
-                        CHECK(strlen(c->caller) == n && strncmp(c->caller, uri, n) == 0);
+        if (c->route == ROUTE_HEALTH) {
+                CHECK(fx.status != 403);
+                return;
         }
+        const char *x = header("X-Forwarded-Client-Cert");
+        char id[SPIFFE_ID_MAX + 1] = "";
+        bool ok = x && count_headers("X-Forwarded-Client-Cert") == 1 &&
+                  xfcc_caller(x, strlen(x), id, sizeof(id), NULL) == 0 &&
+                  allowlist_match(&s->allow, id);
+        if (!ok) {
+                CHECK(fx.queued == 1 && fx.status == 403);
+                return;
+        }
+        CHECK(fx.status != 403);
+        CHECK(strcmp(c->caller, id) == 0);
+        CHECK(spiffe_id_check(c->caller, strlen(c->caller), NULL) == 0);
+        CHECK(strncmp(c->caller, "spiffe://", 9) == 0);
+        for (const char *p = c->caller; *p; p++)
+                CHECK((unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f && *p != '"' && *p != '\\');
 }
 
 static void check_reply(route rt, bool closed)
 {
-        static const unsigned known[] = { 200, 400, 404, 405, 413, 415, 422, 429, 500, 503 };
+        static const unsigned known[] = { 200, 400, 403, 404, 405, 413, 415, 422, 429, 500, 503 };
 
         CHECK(fx.queued <= 1);
         if (!closed)
@@ -426,6 +494,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 fx.unhealthy = true;
                         else if (strcasecmp(name, "X-Fuzz-Admit") == 0)
                                 fx.admit = atoi(value) & 3;
+                        else if (strcasecmp(name, "X-Fuzz-Identity") == 0)
+                                srv.identity_on = true;
                 }
                 p = nl ? nl + 1 : end;
         }
@@ -433,6 +503,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t body_len = (size_t)(end - p);
         if (chunk == 0 || chunk > body_len)
                 chunk = body_len ? body_len : 1;
+
+        if (srv.identity_on) {
+                static allowlist allow;
+                static bool parsed;
+                char msg[200];
+                if (!parsed) {
+                        CHECK(allowlist_parse(FUZZ_ALLOW, &allow, msg, sizeof(msg)) == 0);
+                        parsed = true;
+                }
+                srv.allow = allow;
+                srv.proxies.unix_peers = true;
+                snprintf(srv.unix_path, sizeof(srv.unix_path), "/fuzz.sock");
+        }
 
         /* The headers call. */
         void *req_cls = NULL;
@@ -444,7 +527,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(c != NULL);
         route rt = c->route;
         bool is_exec = c->is_exec;
-        check_caller(c);
         if (r == MHD_NO)
                 closed = true;
 
@@ -488,14 +570,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(c->state == CALL_DONE);
 
         /* 415 exactly when an execution request that got that far is not JSON. */
-        if (is_exec && fx.queued && !srv.draining) {
+        if (is_exec && fx.queued && !srv.draining && fx.status != 403) {
                 const char *cl = header("Content-Length");
                 bool small = !cl || strtoull(cl, NULL, 10) <= srv.cfg.max_body_bytes;
                 if (small)
                         CHECK((fx.status == 415) == !is_json_content_type(header("Content-Type")));
         }
-        if (!is_exec)
-                CHECK(c->caller[0] == '\0');
+        check_caller(c, &srv);
         check_reply(rt, closed);
 
         http_completed(&srv, CONN, &req_cls,

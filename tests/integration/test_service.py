@@ -435,7 +435,7 @@ def test_metrics_families_present(service_url):
         for outcome in ("ok", "error", "timeout", "oom", "killed", "setup_failed"):
             assert f'hexr_sandbox_executions_total{{language="{lang}",outcome="{outcome}"}}' in m
     for reason in ("invalid_request", "too_large", "unsupported_media_type", "not_found", "overloaded",
-                   "queue_timeout", "draining"):
+                   "queue_timeout", "draining", "forbidden", "quota_exceeded"):
         assert f'hexr_sandbox_rejected_requests_total{{reason="{reason}"}}' in m
     assert "hexr_sandbox_active_executions" in m and "hexr_sandbox_queued_executions" in m
     assert 'hexr_sandbox_execution_duration_seconds_bucket{le="+Inf"}' in m
@@ -486,7 +486,11 @@ def test_one_log_line_per_execution(service):
                                   headers={"X-Forwarded-Client-Cert": xfcc})
     assert status == 200
     rec = service.exec_log(res["id"])
-    assert rec["caller"] == "spiffe://cluster.local/ns/acme/sa/agent-one"
+    # No identities configured: the header comes from an unverified client, so it names
+    # nobody (test_service_identity.py covers trusted proxies); it is logged as ignored.
+    assert "caller" not in rec
+    assert any(r.get("event") == "auth" and res["id"] in r.get("message", "") and "ignored" in r["message"]
+               for r in service.json_log())
     assert rec["language"] == "bash" and rec["timeout"] == 7 and rec["memory_mb"] == 100
     assert rec["outcome"] == "ok" and rec["exit_code"] == 0 and rec["status"] == 200
     assert rec["start"] == "cold"  # bash never starts from a warm template
@@ -503,15 +507,6 @@ def test_log_line_for_rejected_request(service):
     assert status == 400
     rec = service.exec_log(hdrs["x-request-id"])
     assert rec["status"] == 400 and rec["error"] == "invalid_request" and rec["outcome"] == "rejected"
-
-
-def test_xfcc_last_element_wins(service):
-    xfcc = ('By=spiffe://a/b;URI=spiffe://first/hop,'
-            'By=spiffe://a/b;Hash=x;URI="spiffe://second/hop";DNS=x.example')
-    status, hdrs, res = post_exec(service.url, {"code": "true", "language": "bash"},
-                                  headers={"X-Forwarded-Client-Cert": xfcc})
-    assert status == 200
-    assert service.exec_log(res["id"])["caller"] == "spiffe://second/hop"
 
 
 def test_program_starts_with_clean_signal_state(api):
@@ -564,7 +559,8 @@ def test_openapi_refs_resolve(openapi):
                 walk(v, f"{where}[{i}]")
 
     walk(openapi.doc, "#")
-    assert set(openapi.doc["paths"]) == {"/api/v1/exec", "/execute", "/health", "/metrics"}
+    assert set(openapi.doc["paths"]) == {"/api/v1/exec", "/execute", "/api/v1/executions/{id}", "/health",
+                                          "/metrics"}
 
 
 def test_openapi_request_fields_are_the_served_ones(api, openapi):

@@ -85,9 +85,18 @@ def test_listening_line_has_the_real_address(start_service):
     assert any(line == f"hexr-sandbox: listening on 127.0.0.1:{port}" for line in svc.log)
 
 
+def test_every_interface_without_identity_is_refused():
+    # Anyone who reaches a non-loopback address could run code: not without callers
+    # being identified, unless the operator says something in front authenticates.
+    r = serve(["--listen", ":0"])
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "LISTEN_ADDRESS" in r.stderr and "ALLOW_NON_LOOPBACK" in r.stderr, r.stderr
+    assert "listening" not in r.stderr
+
+
 def test_every_interface(start_service):
     port = free_port()
-    svc = start_service(listen=f":{port}")
+    svc = start_service(env={"ALLOW_NON_LOOPBACK": "on"}, listen=f":{port}")
     assert svc.address.endswith(f":{port}")
     assert http_request(f"http://127.0.0.1:{port}", "GET", "/health")[0] == 200
     if socket.has_ipv6 and svc.address.startswith("["):

@@ -116,6 +116,51 @@ static void test_from_env(void **state)
         unsetenv("PACKAGES_INDEX_URL");
 }
 
+static void test_identity_settings(void **state)
+{
+        hxs_config c;
+        hxs_error err = { 0 };
+
+        hxs_config_defaults(&c);
+        assert_false(c.allow_non_loopback);
+        assert_int_equal(c.quota_concurrent, 0);
+        assert_int_equal(c.quota_per_minute, 0);
+        assert_int_equal(c.quota_queue, 16);
+        assert_int_equal(c.metrics_callers, 20);
+        assert_int_equal(c.execution_records, 1024);
+        assert_string_equal(c.tls_cert_file, "");
+
+        /* every numeric limit has a maximum */
+        assert_int_equal(hxs_config_set(&c, "QUOTA_PER_MINUTE", "1000000", &err), 0);
+        assert_true(hxs_config_set(&c, "QUOTA_PER_MINUTE", "1000001", &err) < 0);
+        assert_string_equal(err.field, "QUOTA_PER_MINUTE");
+        assert_true(hxs_config_set(&c, "QUOTA_CONCURRENT_PER_CALLER", "4097", &err) < 0);
+        assert_true(hxs_config_set(&c, "QUOTA_QUEUE_PER_CALLER", "100001", &err) < 0);
+        assert_true(hxs_config_set(&c, "METRICS_CALLERS", "1001", &err) < 0);
+        assert_true(hxs_config_set(&c, "EXECUTION_RECORDS", "0", &err) < 0);
+        assert_true(hxs_config_set(&c, "EXECUTION_RECORDS", "100001", &err) < 0);
+        assert_true(hxs_config_set(&c, "ALLOW_NON_LOOPBACK", "maybe", &err) < 0);
+        assert_int_equal(hxs_config_set(&c, "ALLOW_NON_LOOPBACK", "on", &err), 0);
+        assert_true(c.allow_non_loopback);
+
+        /* TLS files pair up; the error names the one that was set */
+        setenv("TLS_CERT_FILE", "/etc/hexr/cert.pem", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "TLS_CERT_FILE");
+        assert_non_null(strstr(err.message, "TLS_KEY_FILE"));
+        setenv("TLS_KEY_FILE", "/etc/hexr/key.pem", 1);
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+        unsetenv("TLS_CERT_FILE");
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "TLS_KEY_FILE");
+        unsetenv("TLS_KEY_FILE");
+        setenv("TLS_CLIENT_CA_FILE", "/etc/hexr/bundle.pem", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "TLS_CLIENT_CA_FILE");
+        unsetenv("TLS_CLIENT_CA_FILE");
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+}
+
 static void test_table(void **state)
 {
         /* every row documented, and the table is what --help prints */
@@ -135,6 +180,7 @@ int main(void)
                 cmocka_unit_test(test_defaults),     cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_sizes_and_cpus), cmocka_unit_test(test_listen_and_backend),
                 cmocka_unit_test(test_from_env),     cmocka_unit_test(test_table),
+                cmocka_unit_test(test_identity_settings),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -186,10 +186,25 @@ def _user_agent() -> str:
     return "{}/{}".format(USER_AGENT, __version__)
 
 
+#: Environment variables for https:// addresses (read at every connection, so a
+#: rotated SVID is picked up): the CA bundle that verifies the service (default: the
+#: system store) and the client certificate and key for mTLS (a SPIFFE X.509-SVID).
+CA_FILE_ENV = "HEXR_SANDBOX_CA_FILE"
+CERT_FILE_ENV = "HEXR_SANDBOX_CERT_FILE"
+KEY_FILE_ENV = "HEXR_SANDBOX_KEY_FILE"
+
+
 def _tls_context() -> "ssl.SSLContext":
+    import os
     import ssl
 
-    return ssl.create_default_context()
+    ca = os.environ.get(CA_FILE_ENV) or None
+    ctx = ssl.create_default_context(cafile=ca)
+    cert = os.environ.get(CERT_FILE_ENV) or None
+    key = os.environ.get(KEY_FILE_ENV) or None
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 # --------------------------------------------------------------------------

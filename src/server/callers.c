@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Per-caller state: what each identity has running and waiting, its per-minute
+ * bucket, its sub-queue, and its label in /metrics.
+ *
+ * Fair queueing: each caller waits in its own FIFO; callers with waiting requests
+ * form a ring, and a free slot goes to the next caller of the ring (then that caller
+ * moves to the back). One caller sending a hundred requests waits behind itself, not
+ * in front of everybody else. QUOTA_QUEUE_PER_CALLER caps what one caller may have
+ * waiting, so it cannot fill MAX_QUEUE either.
+ *
+ * The table holds at most CALLERS_MAX callers. An idle caller (nothing running or
+ * waiting, a full bucket) carries no information and is forgotten when room is needed.
+ * Label slots are handed out to the first METRICS_CALLERS identities seen and kept for
+ * the life of the process (counters must not go backwards); later ones are "other".
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+
+#define OTHER_LABEL "other"
+#define ANONYMOUS_LABEL "anonymous"
+
+int callers_setup(hxs_server *srv)
+{
+        metrics *m = &srv->m;
+        uint32_t n = srv->cfg.metrics_callers;
+
+        TAILQ_INIT(&srv->callers);
+        TAILQ_INIT(&srv->rr);
+        m->caller_labels = calloc(n + 1, sizeof(*m->caller_labels));
+        m->caller_executions = calloc(n + 1, sizeof(*m->caller_executions));
+        m->caller_rejected = calloc(n + 1, sizeof(*m->caller_rejected));
+        if (!m->caller_labels || !m->caller_executions || !m->caller_rejected)
+                return -ENOMEM;
+        m->caller_other = n;
+        return 0;
+}
+
+void callers_cleanup(hxs_server *srv)
+{
+        caller_state *cs;
+        metrics *m = &srv->m;
+
+        while ((cs = TAILQ_FIRST(&srv->callers))) {
+                TAILQ_REMOVE(&srv->callers, cs, link);
+                free(cs->id);
+                free(cs);
+        }
+        if (m->caller_labels)
+                for (uint32_t i = 0; i < m->n_caller_labels; i++)
+                        free(m->caller_labels[i]);
+        free(m->caller_labels);
+        free(m->caller_executions);
+        free(m->caller_rejected);
+        m->caller_labels = NULL;
+        m->caller_executions = NULL;
+        m->caller_rejected = NULL;
+}
+
+const char *callers_label(const metrics *m, int label)
+{
+        if (label >= 0 && (uint32_t)label < m->n_caller_labels)
+                return m->caller_labels[label];
+        return OTHER_LABEL;
+}
+
+static int label_for(hxs_server *srv, const char *id)
+{
+        metrics *m = &srv->m;
+        const char *name = id[0] ? id : ANONYMOUS_LABEL;
+
+        for (uint32_t i = 0; i < m->n_caller_labels; i++)
+                if (strcmp(m->caller_labels[i], name) == 0)
+                        return (int)i;
+        if (m->n_caller_labels < srv->cfg.metrics_callers) {
+                char *dup = strdup(name);
+                if (dup) {
+                        m->caller_labels[m->n_caller_labels] = dup;
+                        return (int)m->n_caller_labels++;
+                }
+        }
+        return (int)srv->cfg.metrics_callers; /* "other" */
+}
+
+static void refill(const hxs_server *srv, caller_state *cs, uint64_t now)
+{
+        uint64_t q = srv->cfg.quota_per_minute, full = q * 1000;
+
+        if (!q)
+                return;
+        if (now > cs->refilled_ms) {
+                /* q executions per 60000 ms, in thousandths: q / 60 per ms */
+                uint64_t add = (now - cs->refilled_ms) * q / 60;
+                cs->tokens_milli = cs->tokens_milli + add > full ? full : cs->tokens_milli + add;
+                cs->refilled_ms = now;
+        }
+}
+
+static bool is_idle(const hxs_server *srv, caller_state *cs, uint64_t now)
+{
+        if (cs->running || cs->queued)
+                return false;
+        refill(srv, cs, now);
+        return !srv->cfg.quota_per_minute || cs->tokens_milli >= (uint64_t)srv->cfg.quota_per_minute * 1000;
+}
+
+caller_state *callers_get(hxs_server *srv, const char *id)
+{
+        caller_state *cs;
+        uint64_t now = now_ms();
+
+        TAILQ_FOREACH(cs, &srv->callers, link)
+                if (strcmp(cs->id, id) == 0) {
+                        /* most recent first: the busy callers stay near the front */
+                        TAILQ_REMOVE(&srv->callers, cs, link);
+                        TAILQ_INSERT_HEAD(&srv->callers, cs, link);
+                        return cs;
+                }
+        if (srv->n_callers >= CALLERS_MAX) {
+                caller_state *victim = NULL;
+                TAILQ_FOREACH_REVERSE(cs, &srv->callers, caller_list, link)
+                        if (is_idle(srv, cs, now)) {
+                                victim = cs;
+                                break;
+                        }
+                if (!victim)
+                        return NULL;
+                TAILQ_REMOVE(&srv->callers, victim, link);
+                srv->n_callers--;
+                free(victim->id);
+                free(victim);
+        }
+        cs = calloc(1, sizeof(*cs));
+        if (!cs)
+                return NULL;
+        cs->id = strdup(id);
+        if (!cs->id) {
+                free(cs);
+                return NULL;
+        }
+        TAILQ_INIT(&cs->queue);
+        cs->tokens_milli = (uint64_t)srv->cfg.quota_per_minute * 1000;
+        cs->refilled_ms = now;
+        cs->label = label_for(srv, id);
+        TAILQ_INSERT_HEAD(&srv->callers, cs, link);
+        srv->n_callers++;
+        return cs;
+}
+
+bool callers_take_token(hxs_server *srv, caller_state *cs, uint64_t now, unsigned *ret_wait_s)
+{
+        uint64_t q = srv->cfg.quota_per_minute;
+
+        if (!q)
+                return true;
+        refill(srv, cs, now);
+        if (cs->tokens_milli >= 1000) {
+                cs->tokens_milli -= 1000;
+                return true;
+        }
+        /* ms until the bucket holds one whole execution again */
+        uint64_t wait_ms = ((1000 - cs->tokens_milli) * 60 + q - 1) / q;
+        uint64_t s = (wait_ms + 999) / 1000;
+        *ret_wait_s = s < 1 ? 1 : s > 60 ? 60 : (unsigned)s;
+        return false;
+}
+
+void callers_enqueue(hxs_server *srv, call *c)
+{
+        caller_state *cs = c->cs;
+
+        TAILQ_INSERT_TAIL(&srv->queue, c, link);
+        srv->n_queued++;
+        TAILQ_INSERT_TAIL(&cs->queue, c, clink);
+        cs->queued++;
+        if (!cs->in_rr) {
+                TAILQ_INSERT_TAIL(&srv->rr, cs, rr_link);
+                cs->in_rr = true;
+        }
+}
+
+void callers_unqueue(hxs_server *srv, call *c)
+{
+        caller_state *cs = c->cs;
+
+        TAILQ_REMOVE(&srv->queue, c, link);
+        srv->n_queued--;
+        TAILQ_REMOVE(&cs->queue, c, clink);
+        cs->queued--;
+        if (cs->queued == 0 && cs->in_rr) {
+                TAILQ_REMOVE(&srv->rr, cs, rr_link);
+                cs->in_rr = false;
+        }
+}
+
+call *callers_next(hxs_server *srv)
+{
+        caller_state *cs = TAILQ_FIRST(&srv->rr);
+        if (!cs)
+                return NULL;
+        call *c = TAILQ_FIRST(&cs->queue);
+        callers_unqueue(srv, c);
+        if (cs->in_rr) {
+                /* its turn is over: to the back of the ring */
+                TAILQ_REMOVE(&srv->rr, cs, rr_link);
+                TAILQ_INSERT_TAIL(&srv->rr, cs, rr_link);
+        }
+        return c;
+}

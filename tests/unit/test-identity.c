@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Caller identity parsers: SPIFFE ID syntax, X-Forwarded-Client-Cert (including the
+ * nasty inputs a client or a confused proxy may send), AUTH_ALLOW and TRUSTED_PROXIES. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <cmocka.h>
+
+#include "server/identity.h"
+
+static int check(const char *s)
+{
+        return spiffe_id_check(s, strlen(s), NULL);
+}
+
+static void test_spiffe_ids(void **state)
+{
+        static const char *const good[] = {
+                "spiffe://example.org",
+                "spiffe://example.org/a",
+                "spiffe://example.org/ns/prod/sa/agent-1",
+                "spiffe://a-b_c.d9/A.b-C_d/x...y",
+                "spiffe://td/..a/a..",
+        };
+        static const char *const bad[] = {
+                "", "spiffe:", "spiffe://", "spiffe:///a", "SPIFFE://example.org/a",
+                "spiffe://Example.org/a", "spiffe://example.org/", "spiffe://example.org//a",
+                "spiffe://example.org/a/", "spiffe://example.org/./a", "spiffe://example.org/a/..",
+                "spiffe://example.org:8443/a", "spiffe://user@example.org/a",
+                "spiffe://example.org/a?b", "spiffe://example.org/a#b", "spiffe://example.org/a%20b",
+                "spiffe://example.org/a b", "https://example.org/a", "spiffe:/example.org/a",
+                "spiffe://exa mple.org", "spiffe://example.org/\xc3\xa9",
+        };
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+                assert_int_equal(check(good[i]), 0);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *rule = NULL;
+                assert_int_equal(spiffe_id_check(bad[i], strlen(bad[i]), &rule), -EINVAL);
+                assert_non_null(rule);
+        }
+        /* embedded NUL: the length counts, not the C string */
+        assert_int_equal(spiffe_id_check("spiffe://a/b\0c", 14, NULL), -EINVAL);
+
+        /* lengths: 2048 in all is fine, one more is not; trust domain at most 255 */
+        char id[2100];
+        memcpy(id, "spiffe://td/", 12);
+        memset(id + 12, 'a', sizeof(id) - 12);
+        assert_int_equal(spiffe_id_check(id, 2048, NULL), 0);
+        assert_int_equal(spiffe_id_check(id, 2049, NULL), -EINVAL);
+        char td[300] = "spiffe://";
+        memset(td + 9, 'a', 256);
+        td[9 + 256] = '\0';
+        assert_int_equal(check(td), -EINVAL);
+        td[9 + 255] = '\0';
+        assert_int_equal(check(td), 0);
+}
+
+static int xf(const char *h, char *out, size_t cap)
+{
+        return xfcc_caller(h, strlen(h), out, cap, NULL);
+}
+
+static void test_xfcc_good(void **state)
+{
+        char id[SPIFFE_ID_MAX + 1];
+
+        assert_int_equal(xf("By=spiffe://e/envoy;Hash=abc;URI=spiffe://td/a", id, sizeof(id)), 0);
+        assert_string_equal(id, "spiffe://td/a");
+        /* quoted values with separators and escapes around it */
+        assert_int_equal(xf("Hash=1;Subject=\"CN=x,O=\\\"y;z\\\"\";URI=\"spiffe://td/b\";DNS=a", id, sizeof(id)), 0);
+        assert_string_equal(id, "spiffe://td/b");
+        /* several hops: the last element wins */
+        assert_int_equal(xf("URI=spiffe://td/first,By=x;URI=spiffe://td/second", id, sizeof(id)), 0);
+        assert_string_equal(id, "spiffe://td/second");
+        /* a comma inside quotes is not an element boundary */
+        assert_int_equal(xf("URI=spiffe://td/c;Subject=\"a,URI=spiffe://td/evil\"", id, sizeof(id)), 0);
+        assert_string_equal(id, "spiffe://td/c");
+        /* key case, spaces after separators */
+        assert_int_equal(xf("by=x; uri=spiffe://td/d", id, sizeof(id)), 0);
+        assert_string_equal(id, "spiffe://td/d");
+}
+
+static void test_xfcc_bad(void **state)
+{
+        char id[SPIFFE_ID_MAX + 1];
+        static const char *const malformed[] = {
+                "",                                     /* empty */
+                "URI",                                  /* no = */
+                "=spiffe://td/a",                       /* no key */
+                "URI=\"spiffe://td/a",                  /* unterminated */
+                "URI=\"spiffe://td/a\\",                /* escape at the end */
+                "URI=\"spiffe://td/a\"x",               /* junk after the quote */
+                "URI=spi\"ffe://td/a",                  /* quote inside a token */
+                "URI=spiffe://td/a\\b",                 /* backslash inside a token */
+                "URI=spiffe://td/a;URI=spiffe://td/b",  /* two identities */
+                "URI=spiffe://TD/a",                    /* not a SPIFFE ID */
+                "URI=spiffe://td/a/../b",
+                "URI=https://td/a",
+                "URI=spiffe://td/a b",
+                "URI=\"spiffe://td/a\\\"b\"",           /* unescapes to a quote */
+                "URI=spiffe://td/a,,",                  /* empty element */
+                "URI=spiffe://td/a;;Hash=1",
+                "URI-x=1",
+                "Hash=1;;",
+        };
+        for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+                const char *rule = NULL;
+                int r = xfcc_caller(malformed[i], strlen(malformed[i]), id, sizeof(id), &rule);
+                if (r != -EINVAL)
+                        fail_msg("accepted \"%s\" (%d, %s)", malformed[i], r, id);
+                assert_non_null(rule);
+                assert_string_equal(id, "");
+        }
+        /* no URI in the last element: nobody, even if an earlier hop had one */
+        assert_int_equal(xf("URI=spiffe://td/a,By=x;Hash=1", id, sizeof(id)), -ENOENT);
+        assert_int_equal(xf("By=x;URI=", id, sizeof(id)), -ENOENT);
+        assert_int_equal(xf("By=x;URI=\"\"", id, sizeof(id)), -ENOENT);
+        /* a NUL byte inside the header's bytes */
+        assert_int_equal(xfcc_caller("URI=spiffe://td/a\0b", 19, id, sizeof(id), NULL), -EINVAL);
+        /* an over-long URI is refused, not cut */
+        size_t n = 4 + 9 + 3000;
+        char *h = malloc(n + 1);
+        assert_non_null(h);
+        memcpy(h, "URI=spiffe://td/", 16);
+        memset(h + 16, 'a', n - 16);
+        h[n] = '\0';
+        assert_int_equal(xf(h, id, sizeof(id)), -EINVAL);
+        free(h);
+        /* a buffer too small: refused, not truncated */
+        char small[8];
+        assert_int_equal(xf("URI=spiffe://td/abc", small, sizeof(small)), -EINVAL);
+        /* the header's length is respected: no read past it */
+        const char *full = "URI=spiffe://td/abcdef";
+        assert_int_equal(xfcc_caller(full, 19, id, sizeof(id), NULL), 0);
+        assert_string_equal(id, "spiffe://td/abc");
+        /* thousands of elements and quotes do not blow anything up */
+        size_t big = 200000;
+        char *many = malloc(big + 32);
+        assert_non_null(many);
+        size_t o = 0;
+        while (o + 8 < big) {
+                memcpy(many + o, "A=\"\\\"\",", 7);
+                o += 7;
+        }
+        memcpy(many + o, "URI=spiffe://td/z", 18);
+        assert_int_equal(xf(many, id, sizeof(id)), 0);
+        assert_string_equal(id, "spiffe://td/z");
+        free(many);
+}
+
+static void test_allowlist(void **state)
+{
+        allowlist al = { 0 };
+        char msg[400];
+
+        assert_int_equal(allowlist_parse(" spiffe://prod.example/agents/* , spiffe://partner.test,"
+                                         "spiffe://prod.example/ops/admin,", &al, msg, sizeof(msg)), 0);
+        assert_int_equal(al.n, 3);
+        assert_true(allowlist_match(&al, "spiffe://prod.example/agents/a"));
+        assert_true(allowlist_match(&al, "spiffe://prod.example/agents/a/b"));
+        assert_false(allowlist_match(&al, "spiffe://prod.example/agents"));
+        assert_false(allowlist_match(&al, "spiffe://prod.example/agentsX/a"));
+        assert_true(allowlist_match(&al, "spiffe://partner.test"));
+        assert_true(allowlist_match(&al, "spiffe://partner.test/anything/at/all"));
+        assert_false(allowlist_match(&al, "spiffe://partner.testx/a"));
+        assert_false(allowlist_match(&al, "spiffe://xpartner.test/a"));
+        assert_true(allowlist_match(&al, "spiffe://prod.example/ops/admin"));
+        assert_false(allowlist_match(&al, "spiffe://prod.example/ops/admin/x"));
+        assert_false(allowlist_match(&al, "spiffe://prod.example/ops"));
+        assert_false(allowlist_match(&al, ""));
+        assert_false(allowlist_match(&al, "spiffe://prod.example/agents/../ops/admin"));
+        assert_false(allowlist_match(&al, "spiffe://prod.example/agents/"));
+        allowlist_free(&al);
+        allowlist_free(&al); /* twice is harmless */
+
+        static const char *const bad[] = {
+                "example.org", "spiffe://example.org/*", "spiffe://Example.org",
+                "spiffe://example.org/a/*/b", "spiffe://example.org/a*", "spiffe://e/a/../b",
+                "*", "spiffe://e/a, nope",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                msg[0] = '\0';
+                assert_int_equal(allowlist_parse(bad[i], &al, msg, sizeof(msg)), -EINVAL);
+                assert_non_null(strstr(msg, "AUTH_ALLOW"));
+        }
+        /* empty: nobody */
+        assert_int_equal(allowlist_parse("", &al, msg, sizeof(msg)), 0);
+        assert_int_equal(al.n, 0);
+        assert_false(allowlist_match(&al, "spiffe://a/b"));
+        allowlist_free(&al);
+}
+
+static void test_proxies(void **state)
+{
+        proxy_list pl;
+        char msg[200];
+        struct sockaddr_in in = { .sin_family = AF_INET };
+        struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+        struct sockaddr_un un = { .sun_family = AF_UNIX };
+
+        assert_int_equal(proxies_parse("unix, 10.1.2.3 ,fd00::1", &pl, msg, sizeof(msg)), 0);
+        assert_true(pl.unix_peers);
+        assert_int_equal(pl.n, 2);
+        assert_true(proxies_match(&pl, (struct sockaddr *)&un));
+        assert_false(proxies_match(&pl, NULL));
+        inet_pton(AF_INET, "10.1.2.3", &in.sin_addr);
+        assert_true(proxies_match(&pl, (struct sockaddr *)&in));
+        inet_pton(AF_INET, "10.1.2.4", &in.sin_addr);
+        assert_false(proxies_match(&pl, (struct sockaddr *)&in));
+        inet_pton(AF_INET6, "::ffff:10.1.2.3", &in6.sin6_addr); /* dual-stack socket */
+        assert_true(proxies_match(&pl, (struct sockaddr *)&in6));
+        inet_pton(AF_INET6, "fd00::1", &in6.sin6_addr);
+        assert_true(proxies_match(&pl, (struct sockaddr *)&in6));
+        inet_pton(AF_INET6, "fd00::2", &in6.sin6_addr);
+        assert_false(proxies_match(&pl, (struct sockaddr *)&in6));
+
+        assert_int_equal(proxies_parse("10.1.2.3", &pl, msg, sizeof(msg)), 0);
+        assert_false(proxies_match(&pl, (struct sockaddr *)&un)); /* unix not listed */
+
+        static const char *const bad[] = { "localhost", "10.0.0.0/8", "10.1.2.3:80", "unix:/x", "*",
+                                           "[::1]" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                assert_int_equal(proxies_parse(bad[i], &pl, msg, sizeof(msg)), -EINVAL);
+                assert_non_null(strstr(msg, "TRUSTED_PROXIES"));
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_spiffe_ids),
+                cmocka_unit_test(test_xfcc_good),
+                cmocka_unit_test(test_xfcc_bad),
+                cmocka_unit_test(test_allowlist),
+                cmocka_unit_test(test_proxies),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -51,6 +51,7 @@
 #define OUT_RESERVE      (4u << 10)     /* room always kept for control frames */
 #define HUP_BACKOFF_MS   20             /* how often to look for a host that left */
 #define DRAIN_MS         5000           /* pipes still open this long after PID 1 died */
+#define LINGER_MS        1000           /* after the last frame: for the host to hang up */
 #define FLUSH_MS         10000          /* last frames: how long to wait for the host */
 #define STALL_MS         2000           /* an incomplete frame this long without a byte is stale */
 
@@ -637,6 +638,18 @@ static _Noreturn void finish(void)
         }
         if (ch.out_len > 0)
                 agent_log("powering off with %zu bytes the host did not take", ch.out_len);
+        /* A write to the port returns once the bytes are queued, not once the VMM has
+         * passed them on: powering off at once could lose the last frame. The host
+         * destroys the VM when EXIT arrives; wait for that (or its hang-up) a moment. */
+        uint64_t linger = agent_now_ns() + LINGER_MS * 1000000ull;
+        while (ch.fd >= 0 && !ch.hup && agent_now_ns() < linger) {
+                struct pollfd p = { .fd = ch.fd, .events = POLLIN };
+                if (poll(&p, 1, ms_until(linger)) <= 0)
+                        continue;
+                char drop[256];
+                if ((p.revents & (POLLHUP | POLLERR)) || read(ch.fd, drop, sizeof(drop)) == 0)
+                        break;
+        }
         boot_poweroff();
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
@@ -60,4 +61,13 @@ int proc_start_time(pid_t pid, unsigned long long *ret)
                         return -EINVAL;
         }
         return sscanf(p, " %llu", ret) == 1 ? 0 : -EINVAL;
+}
+
+int timerfd_arm_ms(int tfd, uint64_t ms)
+{
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000),
+                                                .tv_nsec = (long)(ms % 1000) * 1000000 } };
+        if (ms == 0)
+                its.it_value.tv_nsec = 1; /* all zero would disarm it */
+        return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
 }

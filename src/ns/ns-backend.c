@@ -61,15 +61,6 @@ static int set_nonblock(int fd)
         return 0;
 }
 
-static int arm_timer(int tfd, uint64_t ms)
-{
-        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000),
-                                                .tv_nsec = (long)(ms % 1000) * 1000000 } };
-        if (ms == 0)
-                its.it_value.tv_nsec = 1;
-        return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
-}
-
 static int write_id_maps(pid_t pid, uint32_t base, hxs_error *err)
 {
         char path[64], map[128];
@@ -259,7 +250,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 goto fail;
         }
         x->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (x->timer_fd < 0 || (r = arm_timer(x->timer_fd, (uint64_t)req->timeout_s * 1000)) < 0) {
+        if (x->timer_fd < 0 || (r = timerfd_arm_ms(x->timer_fd, (uint64_t)req->timeout_s * 1000)) < 0) {
                 r = x->timer_fd < 0 ? -errno : r;
                 hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
                 goto fail;
@@ -435,7 +426,7 @@ static int ns_process(hxs_exec *x)
                                 x->timed_out = !x->reaped;
                                 ns_kill(x);
                                 if (x->timed_out)
-                                        arm_timer(x->timer_fd, DRAIN_GRACE_MS);
+                                        timerfd_arm_ms(x->timer_fd, DRAIN_GRACE_MS);
                         } else {
                                 x->drain_expired = true;
                         }
@@ -453,7 +444,7 @@ static int ns_process(hxs_exec *x)
                         finish(x);
                 } else if (!x->draining) {
                         x->draining = true;
-                        arm_timer(x->timer_fd, DRAIN_GRACE_MS);
+                        timerfd_arm_ms(x->timer_fd, DRAIN_GRACE_MS);
                 }
         }
         return 0;

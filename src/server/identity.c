@@ -226,6 +226,26 @@ void allowlist_free(allowlist *al)
         al->n = 0;
 }
 
+/* The next item of a comma-separated list, blanks around it trimmed (may be empty:
+ * "a,,b"). false at the end of the text. */
+static bool next_item(const char **p, const char **ret, size_t *ret_len)
+{
+        if (!**p)
+                return false;
+        const char *end = strchr(*p, ',');
+        if (!end)
+                end = *p + strlen(*p);
+        const char *a = *p, *b = end;
+        while (a < b && (*a == ' ' || *a == '\t'))
+                a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+                b--;
+        *p = *end ? end + 1 : end;
+        *ret = a;
+        *ret_len = (size_t)(b - a);
+        return true;
+}
+
 int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
 {
         allowlist al = { 0 };
@@ -236,23 +256,16 @@ int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
                 snprintf(msg, msg_cap, "AUTH_ALLOW: out of memory");
                 return -ENOMEM;
         }
-        while (*p) {
-                const char *end = strchr(p, ',');
-                if (!end)
-                        end = p + strlen(p);
-                const char *a = p, *b = end;
-                while (a < b && (*a == ' ' || *a == '\t'))
-                        a++;
-                while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-                        b--;
-                p = *end ? end + 1 : end;
-                size_t n = (size_t)(b - a);
+        const char *a;
+        size_t n;
+        while (next_item(&p, &a, &n)) {
                 if (n == 0)
                         continue; /* "a,,b" or a trailing comma */
                 if (al.n == AUTH_ALLOW_MAX) {
                         snprintf(msg, msg_cap, "AUTH_ALLOW: more than %d entries", AUTH_ALLOW_MAX);
                         goto fail;
                 }
+                size_t item_len = n; /* as written, for messages */
                 allow_kind kind = ALLOW_EXACT;
                 if (n >= 2 && a[n - 2] == '/' && a[n - 1] == '*') {
                         kind = ALLOW_PREFIX;
@@ -262,7 +275,7 @@ int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
                 if (spiffe_id_check(a, n, &rule) < 0) {
                         snprintf(msg, msg_cap,
                                  "AUTH_ALLOW: \"%.*s\" is not a SPIFFE ID, trust domain or prefix/* (%s)",
-                                 (int)(b - a > 200 ? 200 : b - a), a, rule);
+                                 (int)(item_len > 200 ? 200 : item_len), a, rule);
                         goto fail;
                 }
                 bool has_path = memchr(a + SCHEME_LEN, '/', n - SCHEME_LEN) != NULL;
@@ -270,7 +283,7 @@ int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
                         if (kind == ALLOW_PREFIX) {
                                 snprintf(msg, msg_cap,
                                          "AUTH_ALLOW: \"%.*s\": write a whole trust domain as spiffe://domain, without /*",
-                                         (int)(b - a > 200 ? 200 : b - a), a);
+                                         (int)(item_len > 200 ? 200 : item_len), a);
                                 goto fail;
                         }
                         kind = ALLOW_TRUST_DOMAIN;
@@ -330,17 +343,9 @@ int proxies_parse(const char *text, proxy_list *ret, char *msg, size_t msg_cap)
         proxy_list pl = { 0 };
         const char *p = text;
 
-        while (*p) {
-                const char *end = strchr(p, ',');
-                if (!end)
-                        end = p + strlen(p);
-                const char *a = p, *b = end;
-                while (a < b && (*a == ' ' || *a == '\t'))
-                        a++;
-                while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-                        b--;
-                p = *end ? end + 1 : end;
-                size_t n = (size_t)(b - a);
+        const char *a;
+        size_t n;
+        while (next_item(&p, &a, &n)) {
                 char item[64];
                 if (n == 0)
                         continue;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/macro.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -193,13 +194,6 @@ static void finish(hxs_exec *x)
         }
 }
 
-static int arm_timer(int tfd, uint64_t ms)
-{
-        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(ms / 1000),
-                                                .tv_nsec = (long)(ms % 1000) * 1000000 + 1 } };
-        return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
-}
-
 static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 {
         struct vm_backend *b = e->vm;
@@ -225,7 +219,7 @@ static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         if (!vx->pooled)
                 limit += b->host.kvm ? BOOT_ALLOWANCE_KVM_MS : BOOT_ALLOWANCE_TCG_MS;
         vx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (vx->timer_fd < 0 || arm_timer(vx->timer_fd, limit) < 0)
+        if (vx->timer_fd < 0 || timerfd_arm_ms(vx->timer_fd, limit) < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, -errno, "timerfd: %s", strerror(errno));
         vx->out_armed = true;
         if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.chan, EPOLLIN | EPOLLOUT, TAG_CHAN)) < 0 ||

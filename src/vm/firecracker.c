@@ -71,7 +71,9 @@
 #define FC_GUEST_CID         3u
 #define FC_API_SOCK          "/run/api.sock"
 #define FC_VSOCK_UDS         "/run/v.sock"
+/* as QEMU's (qemu.c), with Firecracker's reboot method and the vsock port */
 #define FC_BOOT_ARGS         "console=ttyS0 quiet cryptomgr.notests 8250.nr_uarts=1 audit=0 " \
+                             "sysctl.vm.overcommit_memory=1 " \
                              "reboot=k panic=-1 pci=off hexr.vsock=1024"
 /* The VMM itself (~5 MiB), KVM's page tables and the jail's tmpfs on top of guest RAM. */
 #define FC_MEM_OVERHEAD_MB   64u

@@ -103,6 +103,8 @@ typedef struct hxs_config {
         uint32_t max_connections;       /* MAX_CONNECTIONS */
         char packages_wheelhouse[256];  /* PACKAGES_WHEELHOUSE */
         char packages_index_url[256];   /* PACKAGES_INDEX_URL */
+        char packages_cache_dir[256];   /* PACKAGES_CACHE_DIR: installed package sets */
+        uint32_t packages_cache_mb;     /* PACKAGES_CACHE_MB: size limit of that cache */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */
@@ -172,6 +174,17 @@ HXS_API int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_er
 #define HXS_EXIT_TIMEOUT 124
 #define HXS_EXIT_OOM     137
 
+/* How an execution's packages= were provided. */
+typedef enum hxs_packages_source {
+        HXS_PACKAGES_NONE = 0,  /* none asked for */
+        HXS_PACKAGES_IMAGE,     /* all in the image: nothing installed */
+        HXS_PACKAGES_CACHED,    /* an installed set from the package cache */
+        HXS_PACKAGES_INSTALLED, /* installed for this execution (then cached) */
+        HXS_PACKAGES_SOURCE_MAX,
+} hxs_packages_source;
+
+HXS_API const char *hxs_packages_source_name(hxs_packages_source s);
+
 typedef struct hxs_result {
         char *stdout_data;      /* owned by the result; NUL-terminated for convenience */
         size_t stdout_len;
@@ -186,6 +199,7 @@ typedef struct hxs_result {
         bool stdout_truncated;
         bool stderr_truncated;
         bool warm;              /* started from a warm template (for logs and metrics) */
+        hxs_packages_source packages; /* where packages= came from */
 } hxs_result;
 
 HXS_API void hxs_result_clear(hxs_result *res); /* frees the buffers; zeroes the struct */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -95,12 +96,15 @@ static const setting settings[] = {
           SET_STRING, STR(rootfs), 0, 0 },
         { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state" },
           SET_STRING, STR(state_dir), 0, 0 },
-        { { "PACKAGES_WHEELHOUSE", "",
-            "directory of wheels packages= may install from (reserved: not in this build)" },
-          SET_RESERVED, STR(packages_wheelhouse), 0, 0 },
+        { { "PACKAGES_WHEELHOUSE", "", "directory of wheels packages= may install from (empty: only what the image has)" },
+          SET_STRING, STR(packages_wheelhouse), 0, 0 },
         { { "PACKAGES_INDEX_URL", "",
-            "package index the service may install from (reserved: not in this build)" },
+            "package index the service may install from (reserved: not in this build, use PACKAGES_WHEELHOUSE)" },
           SET_RESERVED, STR(packages_index_url), 0, 0 },
+        { { "PACKAGES_CACHE_DIR", "/var/cache/hexr-sandbox/packages", "where installed package sets are cached" },
+          SET_STRING, STR(packages_cache_dir), 0, 0 },
+        { { "PACKAGES_CACHE_MB", "2048", "size limit of that cache (least recently used sets are evicted); also the largest one install" },
+          SET_UINT, U32(packages_cache_mb), 16, 1024 * 1024 },
 };
 
 static const char *const backend_names[HXS_BACKEND_MAX] = {
@@ -330,6 +334,20 @@ static int config_check(hxs_config *cfg, hxs_error *err)
         if (cfg->state_dir[0] != '/')
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "STATE_DIR",
                                       "STATE_DIR: must be an absolute path");
+        if (cfg->packages_wheelhouse[0]) {
+                struct stat st;
+                if (cfg->packages_wheelhouse[0] != '/')
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_WHEELHOUSE",
+                                              "PACKAGES_WHEELHOUSE: must be an absolute path");
+                if (stat(cfg->packages_wheelhouse, &st) < 0 || !S_ISDIR(st.st_mode))
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -ENOTDIR, "PACKAGES_WHEELHOUSE",
+                                              "PACKAGES_WHEELHOUSE: %s is not an existing directory",
+                                              cfg->packages_wheelhouse);
+        }
+        if (cfg->packages_cache_dir[0] != '/' || strstr(cfg->packages_cache_dir, "/../") ||
+            strlen(cfg->packages_cache_dir) > 200)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_CACHE_DIR",
+                                      "PACKAGES_CACHE_DIR: must be an absolute path of at most 200 characters, without ..");
         if (cfg->rootfs[0] && cfg->rootfs[0] != '/')
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SANDBOX_ROOTFS",
                                       "SANDBOX_ROOTFS: must be an absolute path");

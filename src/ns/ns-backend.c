@@ -79,12 +79,14 @@ static int arm_timer(int tfd, uint64_t ms)
 }
 
 /* Environment: a fixed PATH, HOME and LANG, then the request's variables (which may
- * override them). Nothing of the host's. */
-static int build_env(const hxs_request *req, char ***ret)
+ * override them). Nothing of the host's. With an installed package set, PYTHONPATH
+ * starts with its directory (before the request's own PYTHONPATH, if any). */
+static int build_env(const hxs_request *req, bool packages, char ***ret)
 {
         static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
                                              ("HOME=" NS_SANDBOX_HOME), "LANG=C.UTF-8" };
-        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 1;
+        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 2;
+        bool pythonpath_done = !packages;
         char **env = calloc(max, sizeof(char *));
         if (!env)
                 return -ENOMEM;
@@ -98,12 +100,21 @@ static int build_env(const hxs_request *req, char ***ret)
                         goto oom;
         }
         for (size_t j = 0; j < req->n_env; j++) {
-                if (asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value) < 0) {
+                int q;
+                if (packages && strcmp(req->env[j].name, "PYTHONPATH") == 0) {
+                        q = asprintf(&env[n], "PYTHONPATH=%s:%s", NS_PACKAGES_DIR, req->env[j].value);
+                        pythonpath_done = true;
+                } else {
+                        q = asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value);
+                }
+                if (q < 0) {
                         env[n] = NULL;
                         goto oom;
                 }
                 n++;
         }
+        if (!pythonpath_done && !(env[n++] = strdup("PYTHONPATH=" NS_PACKAGES_DIR)))
+                goto oom;
         env[n] = NULL;
         *ret = env;
         return 0;
@@ -230,7 +241,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
                 goto fail;
         }
-        r = build_env(req, &x->envp);
+        r = build_env(req, x->pkgs_dir[0] != '\0', &x->envp);
         if (r < 0) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
@@ -248,13 +259,18 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 .code_name = runtimes[req->language].file, .payload_fd = payload_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1],
+                .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
+                .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
+                .target_dir = x->target_dir[0] ? x->target_dir : NULL,
         };
 
-        clock_gettime(CLOCK_MONOTONIC, &x->started);
+        if (x->started.tv_sec == 0 && x->started.tv_nsec == 0) /* the engine's clock may have started */
+                clock_gettime(CLOCK_MONOTONIC, &x->started);
         pid_t pid = -1;
         int pidfd = -1;
         unsigned joined = 0; /* hierarchies PID 1 joins by itself: no move by pid */
-        if (template_eligible(e->templates, req))
+        /* a template neither binds a package set nor has it on sys.path: those run cold */
+        if (!args.pkgs_dir && !args.target_dir && template_eligible(e->templates, req))
                 r = template_spawn(e->templates, template_pick(req), &args, &pid, &pidfd);
         if (pid > 0) {
                 x->warm = true;
@@ -312,7 +328,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 goto fail;
         }
         x->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (x->timer_fd < 0 || (r = arm_timer(x->timer_fd, (uint64_t)req->timeout_s * 1000)) < 0) {
+        if (x->timer_fd < 0 || (r = arm_timer(x->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)req->timeout_s * 1000)) < 0) {
                 r = x->timer_fd < 0 ? -errno : r;
                 hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
                 goto fail;
@@ -439,6 +455,7 @@ static void finish(hxs_exec *x)
         }
         hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
         res->warm = x->warm;
+        res->packages = x->packages;
         res->stdout_truncated = capbuf_truncated(&x->out);
         res->stderr_truncated = capbuf_truncated(&x->err);
         res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);

@@ -102,7 +102,7 @@ static uint64_t tree_bytes(int dirfd, const char *name, int depth)
 /* Leftovers of an engine that died: stages named <pid>.<n> whose pid is gone. */
 static void sweep_tmp(pkgcache *c)
 {
-        int fd = dup(c->tmp_fd);
+        int fd = openat(c->tmp_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset: dup would share it */
         if (fd < 0)
                 return;
         DIR *d = fdopendir(fd);
@@ -399,7 +399,7 @@ static uint64_t set_bytes(pkgcache *c, const char *key)
 /* Least recently used first, until the cache fits; sets in use are skipped. */
 static void evict(pkgcache *c)
 {
-        int fd = dup(c->sets_fd);
+        int fd = openat(c->sets_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset: dup would share it */
         if (fd < 0)
                 return;
         DIR *d = fdopendir(fd);

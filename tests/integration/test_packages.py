@@ -1,0 +1,299 @@
+"""packages=: installing what the image lacks from a wheelhouse, in a sandbox, cached.
+
+Every wheel used here is built by this file (pure Python, with Python's zipfile) into
+a temporary wheelhouse; each service started here gets its own package cache in a
+temporary directory. Nothing leaves loopback: the network test listens on 127.0.0.1
+itself and checks that nothing reached it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import socket
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import pytest
+
+from conftest import Service, _launch, _stop_checked, post_exec, safe_rmtree, wait_for
+
+UID_BASE = 1000000        # SANDBOX_UID_BASE's default
+SANDBOX_USER = UID_BASE + 1000
+
+
+def build_wheel(house: Path, name: str, version: str, files: Dict[str, str],
+                requires: Iterable[str] = (), extra_members: Optional[Dict[str, str]] = None) -> Path:
+    """A minimal pure-Python wheel: the files, NAME-VER.dist-info/{METADATA,WHEEL,RECORD}."""
+    dist = name.replace("-", "_")
+    path = house / f"{dist}-{version}-py3-none-any.whl"
+    info = f"{dist}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires) + "\n"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for member, text in {**files, **(extra_members or {})}.items():
+            z.writestr(member, text)
+        z.writestr(f"{info}/METADATA", meta)
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hexr-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    os.chmod(path, 0o644)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheelhouse() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="hxs-wheels-"))
+    os.chmod(d, 0o755)  # the installer runs as an unprivileged user
+    build_wheel(d, "hxs-alpha", "1.0", {"hxs_alpha/__init__.py": "VALUE = 'alpha-1.0'\n"})
+    build_wheel(d, "hxs-alpha", "1.2", {"hxs_alpha/__init__.py": "VALUE = 'alpha-1.2'\n"})
+    build_wheel(d, "hxs-beta", "2.0", {"hxs_beta/__init__.py": "import hxs_alpha\nVALUE = 'beta+' + hxs_alpha.VALUE\n"},
+                requires=["hxs-alpha>=1.0,<1.1", "hxs-never-needed; extra == 'docs'",
+                          "numpy>=1.0"])  # numpy: the image's own copy serves
+    build_wheel(d, "hxs-gamma", "1.0", {"hxs_gamma/__init__.py": ""}, requires=["hxs-absent>=1"])
+    # fails to install: a member that would land outside the install directory
+    build_wheel(d, "hxs-evil", "1.0", {"hxs_evil/__init__.py": ""}, extra_members={"../hxs_escaped.py": "x = 1\n"})
+    # a distribution whose import tries the network
+    build_wheel(d, "hxs-net", "1.0", {"hxs_net/__init__.py": (
+        "import os, socket\n"
+        "def probe(port):\n"
+        "    s = socket.socket(); s.settimeout(2)\n"
+        "    try:\n"
+        "        s.connect(('127.0.0.1', port)); return 'connected'\n"
+        "    except OSError as e:\n"
+        "        return 'blocked'\n"
+        "    finally:\n"
+        "        s.close()\n"
+        "IFACES = sorted(n for _, n in socket.if_nameindex())\n")})
+    # slow to install: many modules to unpack and byte-compile
+    build_wheel(d, "hxs-heavy", "1.0", {**{"hxs_heavy/__init__.py": "N = 1000\n"},
+                                        **{f"hxs_heavy/m{i}.py": f"X = {i}\n" + "Y = [1, 2, 3]\n" * 300
+                                           for i in range(1000)}})
+    for name in ("hxs-conc", "hxs-other"):
+        build_wheel(d, name, "1.0", {f"{name.replace('-', '_')}/__init__.py": f"NAME = {name!r}\n"})
+    # 10 MB each once installed, for the cache's size limit
+    for name in ("hxs-big-a", "hxs-big-b"):
+        mod = name.replace("-", "_")
+        build_wheel(d, name, "1.0", {f"{mod}/__init__.py": "import os\nHERE = os.path.dirname(__file__)\n",
+                                     f"{mod}/blob.txt": os.urandom(5 << 20).hex()})
+    yield d
+    safe_rmtree(str(d))
+
+
+def start(wheelhouse: Path, **env: str) -> Tuple[Service, Path]:
+    root = Path(tempfile.mkdtemp(prefix="hxs-pkgcache-"))
+    os.chmod(root, 0o755)  # the sandbox's root must reach the sets it binds
+    cache = root / "cache"
+    full = {"PACKAGES_WHEELHOUSE": str(wheelhouse), "PACKAGES_CACHE_DIR": str(cache), **env}
+    return _launch(full, None), cache
+
+
+@pytest.fixture(scope="module")
+def svc(wheelhouse: Path) -> Iterator[Tuple[Service, Path]]:
+    s, cache = start(wheelhouse)
+    yield s, cache
+    _stop_checked(s)
+    safe_rmtree(str(cache.parent))
+
+
+def run(s: Service, body: Dict[str, Any], expect: int = 200) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    status, headers, reply = post_exec(s.url, body)
+    assert status == expect, (status, reply)
+    return reply, s.exec_log(headers["x-request-id"])
+
+
+def sets(cache: Path) -> List[str]:
+    return sorted(p.name for p in (cache / "sets").iterdir())
+
+
+def staged(cache: Path) -> List[str]:
+    return sorted(p.name for p in (cache / "tmp").iterdir())
+
+
+def test_in_image_costs_nothing(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    before = sets(cache)
+    reply, log = run(s, {"code": "import numpy; print('ok')", "packages": ["numpy", "pandas>=1.0"]})
+    assert reply["stdout"] == "ok\n" and reply["exit_code"] == 0
+    assert log["packages"] == "image"
+    assert sets(cache) == before
+
+
+def test_install_then_import(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    reply, log = run(s, {"code": "import hxs_alpha, importlib.metadata as m\n"
+                                 "print(hxs_alpha.VALUE, m.version('hxs-alpha'))",
+                         "packages": ["hxs-alpha"]})
+    assert reply["stdout"] == "alpha-1.2 1.2\n", reply  # the newest that fits
+    assert reply["stderr"] == ""  # the installer's output is not the program's
+    assert log["packages"] in ("installed", "cached")
+    assert staged(cache) == []
+    # written inside the installer's sandbox, as its unprivileged user, not by the host
+    files = [p for p in (cache / "sets").rglob("hxs_alpha/__init__.py")]
+    assert files and all(p.stat().st_uid == SANDBOX_USER for p in files)
+
+
+def test_dependencies_are_resolved(svc: Tuple[Service, Path]) -> None:
+    s, _ = svc
+    reply, _ = run(s, {"code": "import hxs_beta; print(hxs_beta.VALUE)", "packages": ["HXS_Beta==2.0"]})
+    assert reply["stdout"] == "beta+alpha-1.0\n", reply  # hxs-alpha<1.1 from beta's metadata
+
+
+def test_second_request_is_a_cache_hit(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    body = {"code": "import hxs_other; print(hxs_other.NAME)", "packages": ["hxs-other"]}
+    first, log1 = run(s, body)
+    n = len(sets(cache))
+    second, log2 = run(s, body)
+    assert first["stdout"] == second["stdout"] == "hxs-other\n"
+    assert log1["packages"] == "installed"
+    assert log2["packages"] == "cached"  # no install step the second time
+    assert len(sets(cache)) == n
+    # same requirement, other spelling and order: the same cached set
+    third, log3 = run(s, {**body, "packages": ["HXS.Other"]})
+    assert third["stdout"] == "hxs-other\n" and log3["packages"] == "cached"
+
+
+@pytest.mark.parametrize("req", [
+    "hxs-alpha @ file:///etc/passwd",
+    "hxs-alpha @ https://127.0.0.1:1/x.whl",
+    "--index-url=http://127.0.0.1:1/simple",
+    "-i http://127.0.0.1:1/simple",
+    "--extra-index-url",
+    "-e .",
+    "./hxs_alpha-1.2-py3-none-any.whl",
+    "/tmp/x.whl",
+    "../hxs-alpha",
+    "hxs-alpha; python_version > '3'",
+    "hxs-alpha==1.0 --hash=sha256:00",
+    "hxs alpha",
+    "hxs-alpha=<1",
+    "hxs-alpha~1",
+    "hxs-alpha==",
+    "",
+    "x" * 300,
+])
+def test_invalid_requirements_are_400(svc: Tuple[Service, Path], req: str) -> None:
+    s, cache = svc
+    before = staged(cache)
+    status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": [req]})
+    assert status == 400, (req, status, reply)
+    assert reply["error"]["message"].startswith("packages:"), reply
+    assert staged(cache) == before
+
+
+def test_missing_package_is_422_naming_it(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-nowhere"]})
+    assert status == 422, reply
+    assert "hxs-nowhere" in reply["error"]["message"]
+    # a missing dependency names the dependency
+    status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-gamma"]})
+    assert status == 422, reply
+    assert "hxs-absent" in reply["error"]["message"]
+    # no version that satisfies
+    status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-alpha>=9"]})
+    assert status == 422 and "hxs-alpha" in reply["error"]["message"], reply
+    assert staged(cache) == []
+
+
+def test_wheel_that_cannot_install_is_refused(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-evil"]})
+    assert status == 422, reply
+    assert "hxs_evil" in reply["error"]["message"] and "escapes" in reply["error"]["message"]
+    assert staged(cache) == []
+    assert not list(cache.rglob("hxs_escaped.py"))
+
+
+def test_javascript_packages_are_refused(svc: Tuple[Service, Path]) -> None:
+    s, _ = svc
+    status, _, reply = post_exec(s.url, {"code": "1", "language": "javascript", "packages": ["left-pad"]})
+    assert status == 400 and "only python" in reply["error"]["message"], reply
+
+
+def test_install_time_counts_against_the_timeout(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    body = {"code": "import hxs_heavy; print(hxs_heavy.N)", "packages": ["hxs-heavy"]}
+    # a timeout shorter than the install: the request times out while installing
+    reply, log = run(s, {**body, "timeout": 1})
+    assert reply["timed_out"] and reply["exit_code"] == 124, reply
+    assert "installing packages" in reply["stderr"] and reply["stdout"] == ""
+    assert staged(cache) == [] and log["packages"] == "installed"
+    # with room for it, the same request installs, then runs
+    reply, log = run(s, {**body, "timeout": 30})
+    assert reply["stdout"] == "1000\n" and log["packages"] == "installed"
+    # cached now: the short timeout suffices
+    reply, log = run(s, {**body, "timeout": 1})
+    assert reply["stdout"] == "1000\n" and not reply["timed_out"] and log["packages"] == "cached"
+
+
+def test_no_network_during_or_after_the_install(svc: Tuple[Service, Path]) -> None:
+    s, _ = svc
+    with socket.socket() as lsn:
+        lsn.bind(("127.0.0.1", 0))
+        lsn.listen(8)
+        lsn.setblocking(False)
+        port = lsn.getsockname()[1]
+        for _ in range(2):  # installed, then cached
+            reply, _ = run(s, {"code": f"import hxs_net; print(hxs_net.IFACES, hxs_net.probe({port}))",
+                               "packages": ["hxs-net"]})
+            assert reply["stdout"] == "['lo'] blocked\n", reply
+        with pytest.raises(BlockingIOError):
+            lsn.accept()  # nothing reached the host's loopback
+
+
+def test_installed_set_is_read_only(svc: Tuple[Service, Path]) -> None:
+    s, _ = svc
+    reply, _ = run(s, {"code": "import hxs_alpha, os\n"
+                               "try:\n    open(os.path.join(os.path.dirname(hxs_alpha.__file__), 'x'), 'w')\n"
+                               "except OSError as e:\n    print(e.errno)\n",
+                       "packages": ["hxs-alpha"]})
+    assert reply["stdout"] == "30\n", reply  # EROFS
+
+
+def test_concurrent_requests_for_one_set(svc: Tuple[Service, Path]) -> None:
+    s, cache = svc
+    before = set(sets(cache))
+    body = {"code": "import hxs_conc; print(hxs_conc.NAME)", "packages": ["hxs-conc"]}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda _: post_exec(s.url, body), range(4)))
+    for status, _, reply in replies:
+        assert status == 200 and reply["stdout"] == "hxs-conc\n", reply
+    assert len(set(sets(cache)) - before) == 1  # one set, however many installed it
+    assert staged(cache) == []
+
+
+def test_cache_size_limit_evicts_least_recently_used_but_not_in_use(wheelhouse: Path) -> None:
+    s, cache = start(wheelhouse, PACKAGES_CACHE_MB="16", MAX_CONCURRENT="4")
+    try:
+        code = "import {m}, os; print(os.path.getsize(os.path.join({m}.HERE, 'blob.txt')))"
+        a = {"code": code.format(m="hxs_big_a"), "packages": ["hxs-big-a"]}
+        b = {"code": code.format(m="hxs_big_b"), "packages": ["hxs-big-b"]}
+        size = str(10 << 20) + "\n"
+        reply, log = run(s, a)
+        assert reply["stdout"] == size and log["packages"] == "installed"
+        (set_a,) = sets(cache)
+        reply, log = run(s, b)  # 20 MB > 16: a, least recently used, goes
+        assert reply["stdout"] == size and log["packages"] == "installed"
+        assert set_a not in sets(cache) and len(sets(cache)) == 1
+        reply, log = run(s, a)  # installed again
+        assert log["packages"] == "installed"
+        assert len(sets(cache)) == 1
+        # a set in use is never evicted: a holds its set while b is installed
+        slow = {**b, "code": "import time, hxs_big_b, os; time.sleep(4); "
+                             "print(os.path.getsize(os.path.join(hxs_big_b.HERE, 'blob.txt')))"}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fut = pool.submit(post_exec, s.url, slow)
+            # b's set committed (a, unused, is evicted for it): b's program now holds it
+            wait_for(lambda: sets(cache) and set_a not in sets(cache), 60, "b's set")
+            (set_b,) = sets(cache)
+            reply, log = run(s, a)  # a's install would evict b, but b is in use
+            assert reply["stdout"] == size and log["packages"] == "installed"
+            assert set_b in sets(cache)
+            status, _, slow_reply = fut.result()
+        assert status == 200 and slow_reply["stdout"] == size, slow_reply
+    finally:
+        _stop_checked(s)
+        safe_rmtree(str(cache.parent))

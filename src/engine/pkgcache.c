@@ -396,6 +396,38 @@ static uint64_t set_bytes(pkgcache *c, const char *key)
         return tree_bytes(c->sets_fd, key, 0);
 }
 
+/* Request keys whose set is gone are dropped, and any beyond ALIAS_MAX (they only save
+ * an install step), so req/ cannot grow without bound. */
+#define ALIAS_MAX 20000
+static void prune_aliases(pkgcache *c)
+{
+        int fd = openat(c->req_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        size_t kept = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                char key[80];
+                struct stat st;
+                ssize_t n = readlinkat(c->req_fd, de->d_name, key, sizeof(key) - 1);
+                if (n > 0) {
+                        key[n] = '\0';
+                        if (is_key(key) && fstatat(c->sets_fd, key, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            ++kept <= ALIAS_MAX)
+                                continue;
+                }
+                (void)unlinkat(c->req_fd, de->d_name, 0);
+        }
+        closedir(d);
+}
+
 /* Least recently used first, until the cache fits; sets in use are skipped. */
 static void evict(pkgcache *c)
 {
@@ -492,6 +524,9 @@ int pkgcache_commit(pkgcache *c, const char *stage, const char *request_key, cha
         qsort(digests, n_wheels, 65, (int (*)(const void *, const void *))strcmp);
         sha256_ctx h;
         sha256_init(&h);
+        /* the image too: what it provides is left out of a set, and the set is
+         * byte-compiled by the image's interpreter */
+        sha256_update(&h, c->image_key, 65);
         for (size_t i = 0; i < n_wheels; i++)
                 sha256_update(&h, digests[i], 65);
         free(digests);
@@ -525,5 +560,6 @@ int pkgcache_commit(pkgcache *c, const char *stage, const char *request_key, cha
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "packages: the installed set %s is gone: %s", key, strerror(-r));
         evict(c);
+        prune_aliases(c);
         return 0;
 }

@@ -217,7 +217,7 @@ static bool requirement_ok(const char *s)
                         return false;
                 while (isalnum((unsigned char)*p) || *p == '.' || *p == '*' || *p == '+' || *p == '!')
                         p++;
-                if (*p == ',')
+                if (*p == ',' && p[1])
                         p++;
                 else if (*p)
                         return false;

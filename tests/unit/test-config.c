@@ -114,6 +114,27 @@ static void test_from_env(void **state)
         assert_string_equal(err.field, "PACKAGES_INDEX_URL");
         assert_non_null(strstr(err.message, "not part of this build"));
         unsetenv("PACKAGES_INDEX_URL");
+        /* the wheelhouse: an existing directory, by absolute path */
+        setenv("PACKAGES_WHEELHOUSE", "/tmp", 1);
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+        assert_string_equal(c.packages_wheelhouse, "/tmp");
+        static const char *const bad_houses[] = { "relative/dir", "/no/such/wheelhouse", "/dev/null" };
+        for (size_t i = 0; i < sizeof(bad_houses) / sizeof(bad_houses[0]); i++) {
+                setenv("PACKAGES_WHEELHOUSE", bad_houses[i], 1);
+                assert_true(hxs_config_from_env(&c, &err) < 0);
+                assert_string_equal(err.field, "PACKAGES_WHEELHOUSE");
+        }
+        unsetenv("PACKAGES_WHEELHOUSE");
+        setenv("PACKAGES_CACHE_DIR", "cache", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "PACKAGES_CACHE_DIR");
+        unsetenv("PACKAGES_CACHE_DIR");
+        setenv("PACKAGES_CACHE_MB", "2000000", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "PACKAGES_CACHE_MB");
+        setenv("PACKAGES_CACHE_MB", "15", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        unsetenv("PACKAGES_CACHE_MB");
 }
 
 static void test_table(void **state)

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hexr-sandbox/sandbox.h"
 #include "fuzz.h"
@@ -71,6 +72,8 @@ static const struct range {
         S("STATE_DIR", state_dir),
         S("PACKAGES_WHEELHOUSE", packages_wheelhouse),
         S("PACKAGES_INDEX_URL", packages_index_url),
+        S("PACKAGES_CACHE_DIR", packages_cache_dir),
+        N("PACKAGES_CACHE_MB", packages_cache_mb, 16, 1048576),
 #undef N
 #undef S
 };
@@ -273,6 +276,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         expect_fail = true;
         }
         if (single.state_dir[0] != '/' || (single.rootfs[0] && single.rootfs[0] != '/'))
+                expect_fail = true;
+        /* the whole-configuration rules of the package settings */
+        struct stat st;
+        if (single.packages_wheelhouse[0] &&
+            (single.packages_wheelhouse[0] != '/' || stat(single.packages_wheelhouse, &st) < 0 || !S_ISDIR(st.st_mode)))
+                expect_fail = true;
+        if (single.packages_cache_dir[0] != '/' || strstr(single.packages_cache_dir, "/../") ||
+            strlen(single.packages_cache_dir) > 200)
                 expect_fail = true;
 
         hxs_config env_cfg;

@@ -223,8 +223,8 @@ fail:
 int pkg_install_step(hxs_exec *x)
 {
         hxs_exec *ix = x->installer;
-        struct epoll_event ev;
-        (void)epoll_wait(x->epfd, &ev, 1, 0);
+        /* x->epfd holds only the installer's epoll fd (level-triggered): its own
+         * processing consumes the events */
         hxs_exec_process(ix);
         if (!hxs_exec_done(ix))
                 return 0;
@@ -252,10 +252,10 @@ int pkg_install_step(hxs_exec *x)
         } else if (res.exit_code == 3) {
                 /* the installer refused: a package not found, or one it cannot install */
                 json_t *rep = installer_report(&res);
-                const char *kind = json_string_value(json_object_get(rep, "error"));
                 const char *msg = json_string_value(json_object_get(rep, "message"));
-                hxs_fail_field(&err, kind && strcmp(kind, "not_found") == 0 ? HXS_ERR_NOT_FOUND : HXS_ERR_NOT_FOUND,
-                               -ENOENT, "packages", "packages: %.300s", msg ? msg : "the installer refused them");
+                /* not found, or a wheel it will not install: either way a 422 naming it */
+                hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", "packages: %.300s",
+                               msg ? msg : "the installer refused them");
                 json_decref(rep);
                 pkg_abandon(x);
                 end_with_error(x, &err);

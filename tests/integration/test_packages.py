@@ -81,10 +81,11 @@ def wheelhouse() -> Iterator[Path]:
     safe_rmtree(str(d))
 
 
-def start(wheelhouse: Path, **env: str) -> Tuple[Service, Path]:
-    root = Path(tempfile.mkdtemp(prefix="hxs-pkgcache-"))
-    os.chmod(root, 0o755)  # the sandbox's root must reach the sets it binds
-    cache = root / "cache"
+def start(wheelhouse: Path, cache: Optional[Path] = None, **env: str) -> Tuple[Service, Path]:
+    if cache is None:
+        root = Path(tempfile.mkdtemp(prefix="hxs-pkgcache-"))
+        os.chmod(root, 0o755)  # the sandbox's root must reach the sets it binds
+        cache = root / "cache"
     full = {"PACKAGES_WHEELHOUSE": str(wheelhouse), "PACKAGES_CACHE_DIR": str(cache), **env}
     return _launch(full, None), cache
 
@@ -296,4 +297,53 @@ def test_cache_size_limit_evicts_least_recently_used_but_not_in_use(wheelhouse: 
         assert status == 200 and slow_reply["stdout"] == size, slow_reply
     finally:
         _stop_checked(s)
+        safe_rmtree(str(cache.parent))
+
+
+def _install_in_background(s: Service, cache: Path, pool: concurrent.futures.Executor) -> concurrent.futures.Future:
+    """Starts a slow install and waits until its stage exists in the cache."""
+    fut = pool.submit(post_exec, s.url, {"code": "import hxs_heavy", "packages": ["hxs-heavy"]}, None, 30.0)
+    wait_for(lambda: staged(cache), 30, "the install's stage")
+    return fut
+
+
+def test_client_gone_during_install_leaves_nothing(wheelhouse: Path) -> None:
+    s, cache = start(wheelhouse)
+    try:
+        host, port = s.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as conn:
+            body = b'{"code":"import hxs_heavy","packages":["hxs-heavy"]}'
+            conn.sendall(b"POST /api/v1/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            wait_for(lambda: staged(cache), 30, "the install's stage")
+        # the client has left while the installer runs
+        wait_for(lambda: not staged(cache), 30, "the stage to be removed")
+        assert sets(cache) == []
+        # the service still installs and runs
+        reply, log = run(s, {"code": "import hxs_alpha; print(hxs_alpha.VALUE)", "packages": ["hxs-alpha==1.0"]})
+        assert reply["stdout"] == "alpha-1.0\n" and log["packages"] == "installed"
+    finally:
+        _stop_checked(s)
+        safe_rmtree(str(cache.parent))
+
+
+def test_service_killed_during_install_next_start_sweeps(wheelhouse: Path) -> None:
+    s, cache = start(wheelhouse)
+    s2 = None
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fut = _install_in_background(s, cache, pool)
+            s.proc.kill()  # SIGKILL, mid-install
+            s.proc.wait(timeout=30)
+            with pytest.raises(Exception):
+                fut.result()
+        assert staged(cache)  # left behind by the dead service...
+        s2, _ = start(wheelhouse, cache)
+        assert staged(cache) == []  # ...and removed by the next one at its start
+        reply, _ = run(s2, {"code": "import hxs_alpha; print(hxs_alpha.VALUE)", "packages": ["hxs-alpha"]})
+        assert reply["stdout"] == "alpha-1.2\n"
+    finally:
+        s.stop(timeout=5)
+        if s2:
+            _stop_checked(s2)
         safe_rmtree(str(cache.parent))

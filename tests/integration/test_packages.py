@@ -54,6 +54,18 @@ def wheelhouse() -> Iterator[Path]:
     build_wheel(d, "hxs-gamma", "1.0", {"hxs_gamma/__init__.py": ""}, requires=["hxs-absent>=1"])
     # fails to install: a member that would land outside the install directory
     build_wheel(d, "hxs-evil", "1.0", {"hxs_evil/__init__.py": ""}, extra_members={"../hxs_escaped.py": "x = 1\n"})
+    # more that must not install: a symbolic link, files outside site-packages, a
+    # file written twice, a 20 MB file (compressed to almost nothing) for a 16 MB limit
+    link = zipfile.ZipInfo("hxs_link/passwd")
+    link.external_attr = (0o120777 << 16)
+    build_wheel(d, "hxs-link", "1.0", {"hxs_link/__init__.py": ""})
+    with zipfile.ZipFile(d / "hxs_link-1.0-py3-none-any.whl", "a") as z:
+        z.writestr(link, "/etc/passwd")
+    build_wheel(d, "hxs-headers", "1.0", {"hxs_headers/__init__.py": "",
+                                          "hxs_headers-1.0.data/headers/x.h": "int x;\n"})
+    build_wheel(d, "hxs-twice-a", "1.0", {"hxs_twice/__init__.py": "A = 1\n"})
+    build_wheel(d, "hxs-twice-b", "1.0", {"hxs_twice/__init__.py": "B = 1\n"}, requires=["hxs-twice-a"])
+    build_wheel(d, "hxs-bomb", "1.0", {"hxs_bomb/__init__.py": "", "hxs_bomb/zeros": "\0" * (20 << 20)})
     # a distribution whose import tries the network
     build_wheel(d, "hxs-net", "1.0", {"hxs_net/__init__.py": (
         "import os, socket\n"
@@ -206,6 +218,30 @@ def test_wheel_that_cannot_install_is_refused(svc: Tuple[Service, Path]) -> None
     assert "hxs_evil" in reply["error"]["message"] and "escapes" in reply["error"]["message"]
     assert staged(cache) == []
     assert not list(cache.rglob("hxs_escaped.py"))
+
+
+@pytest.mark.parametrize("pkg,why", [
+    ("hxs-link", "symbolic link"),
+    ("hxs-headers", "outside site-packages"),
+    ("hxs-twice-b", "also installed by another wheel"),
+])
+def test_hostile_wheels_are_refused(svc: Tuple[Service, Path], pkg: str, why: str) -> None:
+    s, cache = svc
+    before = sets(cache)
+    status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": [pkg]})
+    assert status == 422 and why in reply["error"]["message"], reply
+    assert staged(cache) == [] and sets(cache) == before
+
+
+def test_install_size_is_capped(wheelhouse: Path) -> None:
+    s, cache = start(wheelhouse, PACKAGES_CACHE_MB="16")
+    try:
+        status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-bomb"]})
+        assert status == 422 and "larger than the install allows" in reply["error"]["message"], reply
+        assert staged(cache) == [] and sets(cache) == []
+    finally:
+        _stop_checked(s)
+        safe_rmtree(str(cache.parent))
 
 
 def test_javascript_packages_are_refused(svc: Tuple[Service, Path]) -> None:

@@ -99,6 +99,112 @@ static uint64_t tree_bytes(int dirfd, const char *name, int depth)
         return total;
 }
 
+/* ---- module names, for warm starts ---------------------------------------------- */
+
+/* The module a top-level entry of a sys.path directory provides: "foo" for foo/,
+ * foo.py and foo.cpython-311-x86_64-linux-gnu.so; 0 for anything else. */
+static size_t module_name(int dirfd, const char *entry, char *out, size_t size)
+{
+        size_t len = strlen(entry), dot = strcspn(entry, ".");
+        bool ok = false;
+        if (dot == len) {
+                struct stat st;
+                ok = fstatat(dirfd, entry, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        } else if (len > 3 && (strcmp(entry + len - 3, ".py") == 0 || strcmp(entry + len - 3, ".so") == 0)) {
+                ok = true;
+        }
+        if (!ok || dot == 0 || dot >= size || strcmp(entry, "__pycache__") == 0)
+                return 0;
+        memcpy(out, entry, dot);
+        out[dot] = '\0';
+        return dot;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the module names of the directory rootfs+path to *names. */
+static void add_names(const char *rootfs, const char *path, char ***names, size_t *n, size_t *cap)
+{
+        char p[512];
+        snprintf(p, sizeof(p), "%s%s", rootfs, path);
+        int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        struct dirent *de;
+        char name[128];
+        while ((de = readdir(d))) {
+                if (!module_name(fd, de->d_name, name, sizeof(name)))
+                        continue;
+                if (*n == *cap) {
+                        size_t nc = *cap ? *cap * 2 : 256;
+                        char **q = nc <= 100000 ? realloc(*names, nc * sizeof(char *)) : NULL;
+                        if (!q)
+                                break;
+                        *names = q;
+                        *cap = nc;
+                }
+                if (((*names)[*n] = strdup(name)))
+                        (*n)++;
+        }
+        closedir(d);
+}
+
+static void free_names(char **names, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+}
+
+static bool has_name(char *const *names, size_t n, const char *name)
+{
+        const char *key = name;
+        return n && bsearch(&key, names, n, sizeof(char *), cmp_name) != NULL;
+}
+
+/* Which template may run with a set: one whose already-imported modules the set does
+ * not shadow. The plain template has imported only standard-library modules; the
+ * scientific one also modules of the image's dist-packages (numpy, pandas and their
+ * dependencies). A set providing a module of the same name would be the one a cold
+ * start imports, but a template would keep its own copy. */
+static pkg_warm set_warmth(pkgcache *c, int setfd)
+{
+        int fd = openat(setfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return PKG_WARM_NONE;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return PKG_WARM_NONE;
+        }
+        pkg_warm w = PKG_WARM_ANY;
+        struct dirent *de;
+        char name[128];
+        unsigned seen = 0;
+        while ((de = readdir(d)) && w != PKG_WARM_NONE) {
+                if (++seen > 10000) { /* not worth listing: cold */
+                        w = PKG_WARM_NONE;
+                        break;
+                }
+                if (!module_name(fd, de->d_name, name, sizeof(name)))
+                        continue;
+                if (has_name(c->stdlib_names, c->n_stdlib, name))
+                        w = PKG_WARM_NONE;
+                else if (has_name(c->dist_names, c->n_dist, name))
+                        w = PKG_WARM_PLAIN;
+        }
+        closedir(d);
+        return w;
+}
+
 /* Leftovers of an engine that died: stages named <pid>.<n> whose pid is gone. */
 static void sweep_tmp(pkgcache *c)
 {
@@ -167,6 +273,15 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
         }
         sweep_tmp(c);
 
+        size_t cap = 0;
+        add_names(cfg->rootfs, "/usr/lib/python3.11", &c->stdlib_names, &c->n_stdlib, &cap);
+        add_names(cfg->rootfs, "/usr/lib/python3.11/lib-dynload", &c->stdlib_names, &c->n_stdlib, &cap);
+        qsort(c->stdlib_names, c->n_stdlib, sizeof(char *), cmp_name);
+        cap = 0;
+        add_names(cfg->rootfs, "/usr/lib/python3/dist-packages", &c->dist_names, &c->n_dist, &cap);
+        add_names(cfg->rootfs, "/usr/local/lib/python3.11/dist-packages", &c->dist_names, &c->n_dist, &cap);
+        qsort(c->dist_names, c->n_dist, sizeof(char *), cmp_name);
+
         sha256_ctx h;
         sha256_init(&h);
         sha256_update(&h, cfg->rootfs, strlen(cfg->rootfs) + 1);
@@ -188,6 +303,10 @@ void pkgcache_fini(pkgcache *c)
         close_fd(&c->req_fd);
         close_fd(&c->tmp_fd);
         close_fd(&c->dirfd);
+        free_names(c->stdlib_names, c->n_stdlib);
+        free_names(c->dist_names, c->n_dist);
+        c->stdlib_names = c->dist_names = NULL;
+        c->n_stdlib = c->n_dist = 0;
         c->enabled = false;
 }
 
@@ -322,6 +441,7 @@ static int hold(pkgcache *c, const char *key, pkg_use *ret)
                 return -ENOENT;
         }
         (void)futimens(fd, NULL); /* least recently used goes first */
+        ret->warm = set_warmth(c, fd);
         ret->lock_fd = fd;
         snprintf(ret->path, sizeof(ret->path), "%s/sets/%s", c->dir, key);
         return 0;

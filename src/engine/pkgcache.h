@@ -33,13 +33,24 @@ typedef struct pkgcache {
         uint64_t limit_bytes;
         uint32_t owner_uid;     /* host uid of the sandbox user: writes a set being installed */
         char image_key[65];     /* digest of the image's distribution list */
+        char **stdlib_names;    /* top-level modules of the image's standard library, sorted */
+        size_t n_stdlib;
+        char **dist_names;      /* ... and of its dist-packages (a template may import them) */
+        size_t n_dist;
         unsigned long seq;
 } pkgcache;
 
 /* A set held by one execution. */
+typedef enum pkg_warm {
+        PKG_WARM_NONE = 0,      /* shadows a standard-library module: cold only */
+        PKG_WARM_PLAIN,         /* shadows a module of the image's dist-packages: plain template */
+        PKG_WARM_ANY,           /* shadows nothing a template may have imported */
+} pkg_warm;
+
 typedef struct pkg_use {
         int lock_fd;            /* LOCK_SH on sets/<key>; -1 = none */
         char path[512];         /* host path of the set */
+        pkg_warm warm;          /* which warm template may run with it */
 } pkg_use;
 
 #define PKG_USE_INIT { .lock_fd = -1 }

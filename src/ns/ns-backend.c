@@ -269,9 +269,15 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         pid_t pid = -1;
         int pidfd = -1;
         unsigned joined = 0; /* hierarchies PID 1 joins by itself: no move by pid */
-        /* a template neither binds a package set nor has it on sys.path: those run cold */
-        if (!args.pkgs_dir && !args.target_dir && template_eligible(e->templates, req))
-                r = template_spawn(e->templates, template_pick(req), &args, &pid, &pidfd);
+        /* An installed package set runs warm from a template that has imported none of
+         * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
+        if (!args.target_dir && (!args.pkgs_dir || x->pkg.warm != PKG_WARM_NONE) &&
+            template_eligible(e->templates, req)) {
+                template_kind kind = template_pick(req, args.pkgs_dir != NULL);
+                if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
+                        kind = TEMPLATE_PYTHON;
+                r = template_spawn(e->templates, kind, &args, &pid, &pidfd);
+        }
         if (pid > 0) {
                 x->warm = true;
         } else {

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 
-from conftest import Service, _launch, _stop_checked, post_exec, safe_rmtree, wait_for
+from conftest import Service, _launch, _stop_checked, http_request, post_exec, safe_rmtree, wait_for
 
 UID_BASE = 1000000        # SANDBOX_UID_BASE's default
 SANDBOX_USER = UID_BASE + 1000
@@ -66,6 +66,9 @@ def wheelhouse() -> Iterator[Path]:
     build_wheel(d, "hxs-twice-a", "1.0", {"hxs_twice/__init__.py": "A = 1\n"})
     build_wheel(d, "hxs-twice-b", "1.0", {"hxs_twice/__init__.py": "B = 1\n"}, requires=["hxs-twice-a"])
     build_wheel(d, "hxs-bomb", "1.0", {"hxs_bomb/__init__.py": "", "hxs_bomb/zeros": "\0" * (20 << 20)})
+    # sets that shadow what a warm template has already imported
+    build_wheel(d, "hxs-shadow-stdlib", "1.0", {"datetime.py": "SHADOW = 'stdlib'\n"})
+    build_wheel(d, "hxs-shadow-dist", "1.0", {"pytz/__init__.py": "SHADOW = 'dist'\n"})
     # a distribution whose import tries the network
     build_wheel(d, "hxs-net", "1.0", {"hxs_net/__init__.py": (
         "import os, socket\n"
@@ -264,6 +267,32 @@ def test_install_time_counts_against_the_timeout(svc: Tuple[Service, Path]) -> N
     # cached now: the short timeout suffices
     reply, log = run(s, {**body, "timeout": 1})
     assert reply["stdout"] == "1000\n" and not reply["timed_out"] and log["packages"] == "cached"
+
+
+def _templates_ready(s: Service) -> bool:
+    status, _, health = http_request(s.url, "GET", "/health")
+    warm = health.get("warm", {}) if status == 200 else {}
+    return warm.get("templates_ready") == warm.get("templates_total") and warm.get("templates_total", 0) > 0
+
+
+def test_cached_sets_run_warm_unless_they_shadow_a_template_module(svc: Tuple[Service, Path]) -> None:
+    s, _ = svc
+    wait_for(lambda: _templates_ready(s), 60, "the warm templates")
+    body = {"code": "import hxs_alpha, sys; print(hxs_alpha.VALUE, sys.path[1])", "packages": ["hxs-alpha"]}
+    run(s, body)
+    reply, log = run(s, body)
+    assert log["packages"] == "cached" and log["start"] == "warm", log
+    assert reply["stdout"] == "alpha-1.2 /opt/packages\n", reply  # as PYTHONPATH puts it, cold
+    # a standard-library name (the templates imported datetime): cold, where the set wins
+    body = {"code": "import datetime; print(datetime.SHADOW)", "packages": ["hxs-shadow-stdlib"]}
+    for _ in range(2):
+        reply, log = run(s, body)
+        assert reply["stdout"] == "stdlib\n" and log["start"] == "cold", (reply, log)
+    # a dist-packages name (pandas, in the scientific template, imported pytz): the plain template
+    body = {"code": "import pytz; print(pytz.SHADOW)", "packages": ["hxs-shadow-dist"]}
+    run(s, body)
+    reply, log = run(s, body)
+    assert reply["stdout"] == "dist\n" and log["start"] == "warm", (reply, log)
 
 
 def test_no_network_during_or_after_the_install(svc: Tuple[Service, Path]) -> None:

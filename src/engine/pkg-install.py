@@ -204,6 +204,10 @@ def main():
                 unpack(fn, budget)
             except zipfile.BadZipFile as e:
                 raise Refused("invalid", fn, f"{fn}: not a valid wheel ({e})")
+            except OSError as e:
+                # EFBIG: one file above the sandbox's file size limit (SANDBOX_TMPFS_MB);
+                # ENOTDIR, EEXIST...: members that collide with each other
+                raise Refused("invalid", fn, f"{fn}: cannot be unpacked: {e.strerror} ({e.filename or ''})")
     except Refused as e:
         print(json.dumps({"error": e.kind, "package": e.package, "message": e.message}))
         sys.exit(3)

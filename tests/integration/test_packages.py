@@ -66,6 +66,7 @@ def wheelhouse() -> Iterator[Path]:
     build_wheel(d, "hxs-twice-a", "1.0", {"hxs_twice/__init__.py": "A = 1\n"})
     build_wheel(d, "hxs-twice-b", "1.0", {"hxs_twice/__init__.py": "B = 1\n"}, requires=["hxs-twice-a"])
     build_wheel(d, "hxs-bomb", "1.0", {"hxs_bomb/__init__.py": "", "hxs_bomb/zeros": "\0" * (20 << 20)})
+    build_wheel(d, "hxs-bigfile", "1.0", {"hxs_bigfile/__init__.py": "", "hxs_bigfile/zeros": "\0" * (2 << 20)})
     # sets that shadow what a warm template has already imported
     build_wheel(d, "hxs-shadow-stdlib", "1.0", {"datetime.py": "SHADOW = 'stdlib'\n"})
     build_wheel(d, "hxs-shadow-dist", "1.0", {"pytz/__init__.py": "SHADOW = 'dist'\n"})
@@ -237,10 +238,13 @@ def test_hostile_wheels_are_refused(svc: Tuple[Service, Path], pkg: str, why: st
 
 
 def test_install_size_is_capped(wheelhouse: Path) -> None:
-    s, cache = start(wheelhouse, PACKAGES_CACHE_MB="16")
+    # the cache's limit caps one install; the sandbox's file size limit, one file
+    s, cache = start(wheelhouse, PACKAGES_CACHE_MB="16", SANDBOX_TMPFS_MB="1")
     try:
         status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-bomb"]})
         assert status == 422 and "larger than the install allows" in reply["error"]["message"], reply
+        status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-bigfile"]})
+        assert status == 422 and "File too large" in reply["error"]["message"], reply
         assert staged(cache) == [] and sets(cache) == []
     finally:
         _stop_checked(s)

@@ -208,6 +208,8 @@ static void finish(call *c)
         } else {
                 outcome o = outcome_of(&res);
                 metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
+                if ((unsigned)res.packages < HXS_PACKAGES_SOURCE_MAX)
+                        srv->m.packages[res.packages]++;
                 free(c->reply);
                 c->reply_len = 0;
                 c->reply = hxs_result_to_text(&res, c->id, &c->reply_len);

@@ -136,6 +136,7 @@ typedef struct metrics {
         uint64_t duration_count;
         double duration_sum_s;
         uint64_t http[ROUTE_MAX][600];  /* by status code */
+        uint64_t packages[HXS_PACKAGES_SOURCE_MAX]; /* executions with packages=, by where they came from */
 } metrics;
 
 /* A connection must deliver each request whole within this (conn.c). */

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 
-from conftest import Service, _launch, _stop_checked, http_request, post_exec, safe_rmtree, wait_for
+from conftest import Service, _launch, _stop_checked, get_metrics, http_request, post_exec, safe_rmtree, wait_for
 
 UID_BASE = 1000000        # SANDBOX_UID_BASE's default
 SANDBOX_USER = UID_BASE + 1000
@@ -170,6 +170,19 @@ def test_second_request_is_a_cache_hit(svc: Tuple[Service, Path]) -> None:
     # same requirement, other spelling and order: the same cached set
     third, log3 = run(s, {**body, "packages": ["HXS.Other"]})
     assert third["stdout"] == "hxs-other\n" and log3["packages"] == "cached"
+
+
+def test_metrics_count_where_packages_came_from(svc: Tuple[Service, Path]) -> None:
+    s, _ = svc
+    before = get_metrics(s.url)
+    body = {"code": "import hxs_alpha", "packages": ["hxs-alpha>=1.1"]}
+    run(s, body)  # installed (a new request key; its set may exist, the install step runs)
+    run(s, body)
+    run(s, {"code": "import numpy", "packages": ["numpy"]})
+    after = get_metrics(s.url)
+    for source in ("installed", "cached", "image"):
+        key = f'hexr_sandbox_packages_total{{source="{source}"}}'
+        assert after[key] - before[key] == 1, (source, before, after)
 
 
 @pytest.mark.parametrize("req", [

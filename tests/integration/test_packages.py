@@ -312,6 +312,22 @@ def test_cached_sets_run_warm_unless_they_shadow_a_template_module(svc: Tuple[Se
     assert reply["stdout"] == "dist\n" and log["start"] == "warm", (reply, log)
 
 
+@pytest.mark.parametrize("pkg,start", [("hxs-alpha", "warm"), ("hxs-shadow-stdlib", "cold")])
+def test_sandbox_with_a_set_keeps_every_restriction(svc: Tuple[Service, Path], pkg: str, start: str) -> None:
+    s, _ = svc
+    wait_for(lambda: _templates_ready(s), 60, "the warm templates")
+    code = ("import os, socket\n"
+            "st = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+            "print([st[k].strip() for k in ('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs', 'Seccomp')],\n"
+            "      os.getuid(), sorted(n for _, n in socket.if_nameindex()))")
+    body = {"code": code, "packages": [pkg]}
+    run(s, body)
+    reply, log = run(s, body)
+    assert log["packages"] == "cached" and log["start"] == start, log
+    zero = "0000000000000000"
+    assert reply["stdout"] == f"{[zero, zero, zero, '1', '2']} 1000 ['lo']\n", reply
+
+
 def test_no_network_during_or_after_the_install(svc: Tuple[Service, Path]) -> None:
     s, _ = svc
     with socket.socket() as lsn:

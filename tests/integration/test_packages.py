@@ -425,6 +425,44 @@ def test_client_gone_during_install_leaves_nothing(wheelhouse: Path) -> None:
         safe_rmtree(str(cache.parent))
 
 
+def _installer_pids() -> List[int]:
+    """Processes of the sandbox user running /code/main.py (the installer, while only it runs)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if d.stat().st_uid != SANDBOX_USER:
+                continue
+            if b"/code/main.py" in (d / "cmdline").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_the_installer_runs_in_a_sandbox_without_network(wheelhouse: Path) -> None:
+    s, cache = start(wheelhouse, SANDBOX_WARM="off")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fut = _install_in_background(s, cache, pool)
+            pids = wait_for(_installer_pids, 30, "the installer's process")
+            host_net = os.readlink("/proc/self/ns/net")
+            for pid in pids:
+                assert os.readlink(f"/proc/{pid}/ns/net") != host_net
+                with open(f"/proc/{pid}/net/dev") as f:
+                    ifaces = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
+                assert ifaces == ["lo"], ifaces
+                with open(f"/proc/{pid}/status") as f:
+                    st = dict(line.split(":", 1) for line in f)
+                assert st["CapEff"].strip() == "0000000000000000" and st["Seccomp"].strip() == "2"
+            status, _, reply = fut.result()
+            assert status == 200 and reply["exit_code"] == 0, reply
+    finally:
+        _stop_checked(s)
+        safe_rmtree(str(cache.parent))
+
+
 def test_service_killed_during_install_next_start_sweeps(wheelhouse: Path) -> None:
     s, cache = start(wheelhouse)
     s2 = None

@@ -99,8 +99,8 @@ static const setting settings[] = {
         { { "PACKAGES_WHEELHOUSE", "", "directory of wheels packages= may install from (empty: only what the image has)" },
           SET_STRING, STR(packages_wheelhouse), 0, 0 },
         { { "PACKAGES_INDEX_URL", "",
-            "package index the service may install from (reserved: not in this build, use PACKAGES_WHEELHOUSE)" },
-          SET_RESERVED, STR(packages_index_url), 0, 0 },
+            "package index (PEP 503, http:// or https://) the service, never the sandbox, may download wheels from" },
+          SET_STRING, STR(packages_index_url), 0, 0 },
         { { "PACKAGES_CACHE_DIR", "/var/cache/hexr-sandbox/packages", "where installed package sets are cached" },
           SET_STRING, STR(packages_cache_dir), 0, 0 },
         { { "PACKAGES_CACHE_MB", "2048", "size limit of that cache (least recently used sets are evicted); also the largest one install" },
@@ -343,6 +343,16 @@ static int config_check(hxs_config *cfg, hxs_error *err)
                         return hxs_fail_field(err, HXS_ERR_INVALID, -ENOTDIR, "PACKAGES_WHEELHOUSE",
                                               "PACKAGES_WHEELHOUSE: %s is not an existing directory",
                                               cfg->packages_wheelhouse);
+        }
+        if (cfg->packages_index_url[0]) {
+                const char *u = cfg->packages_index_url;
+                size_t scheme = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
+                bool ok = scheme && u[scheme] && u[scheme] != '/';
+                for (const char *c = u; ok && *c; c++)
+                        ok = (unsigned char)*c > ' ' && (unsigned char)*c < 0x7f;
+                if (!ok)
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_INDEX_URL",
+                                              "PACKAGES_INDEX_URL: must be an http:// or https:// URL with a host, without spaces or control characters");
         }
         if (cfg->packages_cache_dir[0] != '/' || strstr(cfg->packages_cache_dir, "/../") ||
             strlen(cfg->packages_cache_dir) > 200)

@@ -33,6 +33,12 @@ struct hxs_exec {
         hxs_exec *installer;            /* the install step, while it runs */
         char request_key[65];
         char stage[512];                /* the install's directory in the cache, until committed */
+        /* packages= from an index: the downloader (pip, on the host, unprivileged) */
+        bool fetching, fetch_reaped, fetch_timed_out;
+        pid_t fetch_pid;
+        int fetch_pidfd, fetch_out_fd, fetch_timer_fd, fetch_status;
+        capbuf fetch_log;
+        char fetch_dir[512];            /* where it downloads, then the installer's wheelhouse */
         hxs_packages_source packages;
         /* progress */
         capbuf out, err;
@@ -50,3 +56,5 @@ int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err);
 int pkg_install_step(hxs_exec *x);
 /* Stops an install step in progress and removes its stage (for hxs_exec_free). */
 void pkg_abandon(hxs_exec *x);
+/* Kills the downloader of an index install. */
+void pkg_fetch_kill(hxs_exec *x);

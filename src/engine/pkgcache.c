@@ -235,10 +235,12 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
 {
         memset(c, 0, sizeof(*c));
         c->dirfd = c->sets_fd = c->meta_fd = c->req_fd = c->tmp_fd = -1;
-        if (!cfg->packages_wheelhouse[0])
+        if (!cfg->packages_wheelhouse[0] && !cfg->packages_index_url[0])
                 return 0;
         snprintf(c->dir, sizeof(c->dir), "%s", cfg->packages_cache_dir);
         snprintf(c->wheelhouse, sizeof(c->wheelhouse), "%s", cfg->packages_wheelhouse);
+        snprintf(c->index_url, sizeof(c->index_url), "%s", cfg->packages_index_url);
+        c->fetch_uid = cfg->uid_base + NS_FETCH_UID;
         c->limit_bytes = (uint64_t)cfg->packages_cache_mb << 20;
         c->owner_uid = cfg->uid_base + NS_SANDBOX_UID;
 
@@ -329,7 +331,8 @@ static int cmp_str(const void *a, const void *b)
 
 int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_error *err)
 {
-        int fd = open(c->wheelhouse, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* without a wheelhouse, the listing is that of an empty directory */
+        int fd = open(c->wheelhouse[0] ? c->wheelhouse : c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, -errno, "PACKAGES_WHEELHOUSE: %s: %s", c->wheelhouse,
                                 strerror(errno));
@@ -344,7 +347,8 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
         int r = 0;
         while ((de = readdir(d))) {
                 size_t len = strlen(de->d_name);
-                if (len < 5 || len >= sizeof(ents->name) || strcmp(de->d_name + len - 4, ".whl") != 0)
+                if (!c->wheelhouse[0] || len < 5 || len >= sizeof(ents->name) ||
+                    strcmp(de->d_name + len - 4, ".whl") != 0)
                         continue;
                 struct stat st;
                 if (fstatat(fd, de->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode))
@@ -395,6 +399,7 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
                 sha256_init(&h);
                 sha256_update(&h, "hxs-pkg-v1", 11);
                 sha256_update(&h, c->image_key, 65);
+                sha256_update(&h, c->index_url, strlen(c->index_url) + 1);
                 for (size_t i = 0; i < req->n_packages; i++)
                         sha256_update(&h, reqs[i], strlen(reqs[i]) + 1);
                 sha256_update(&h, "\n", 1);
@@ -459,15 +464,15 @@ int pkgcache_lookup(pkgcache *c, const char *request_key, pkg_use *ret)
         return hold(c, key, ret) == 0 ? 1 : 0;
 }
 
-int pkgcache_stage(pkgcache *c, char ret_path[512], hxs_error *err)
+int pkgcache_stage(pkgcache *c, uint32_t owner, char ret_path[512], hxs_error *err)
 {
         char name[64];
         snprintf(name, sizeof(name), "%d.%lu", (int)getpid(), ++c->seq);
         if (mkdirat(c->tmp_fd, name, 0755) < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: creating %s/tmp/%s: %s", c->dir, name,
                                 strerror(errno));
-        /* the installer runs as the sandbox user, and only it may write there */
-        if (fchownat(c->tmp_fd, name, c->owner_uid, c->owner_uid, AT_SYMLINK_NOFOLLOW) < 0) {
+        /* only the unprivileged user that fills it may write there */
+        if (fchownat(c->tmp_fd, name, owner, owner, AT_SYMLINK_NOFOLLOW) < 0) {
                 int r = -errno;
                 (void)unlinkat(c->tmp_fd, name, AT_REMOVEDIR);
                 return hxs_fail(err, HXS_ERR_SETUP, r, "packages: chown of the install directory: %s",
@@ -605,13 +610,13 @@ static void evict(pkgcache *c)
         free(sets);
 }
 
-int pkgcache_commit(pkgcache *c, const char *stage, const char *request_key, char *const *wheels,
-                    size_t n_wheels, pkg_use *ret, hxs_error *err)
+int pkgcache_commit(pkgcache *c, const char *stage, const char *wheel_dir, const char *request_key,
+                    char *const *wheels, size_t n_wheels, pkg_use *ret, hxs_error *err)
 {
         const char *stage_name = base_name(stage);
-        int whfd = open(c->wheelhouse, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int whfd = open(wheel_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (whfd < 0) {
-                int r = hxs_fail(err, HXS_ERR_SETUP, -errno, "PACKAGES_WHEELHOUSE: %s", strerror(errno));
+                int r = hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: %s: %s", wheel_dir, strerror(errno));
                 pkgcache_discard(c, stage);
                 return r;
         }

@@ -8,8 +8,10 @@
  *   meta/<content key>    its size in bytes (for the size limit)
  *   req/<request key>     symlink to a content key: which set a request resolved to.
  *                         Request key: sha256 of the sorted requirements, the image's
- *                         distributions and the wheelhouse listing (name, size, mtime).
- *   tmp/<pid>.<n>/        a set being installed, renamed into sets/ when complete
+ *                         distributions, the index URL and the wheelhouse listing
+ *                         (name, size, mtime).
+ *   tmp/<pid>.<n>/        a set being installed, renamed into sets/ when complete, or
+ *                         the wheels downloaded for it from the index
  *
  * A set in use is held with a shared flock(2) on its directory; eviction (least
  * recently used first, once the cache is over PACKAGES_CACHE_MB) takes the lock
@@ -29,7 +31,9 @@ typedef struct pkgcache {
         bool enabled;           /* PACKAGES_WHEELHOUSE is set */
         int dirfd, sets_fd, meta_fd, req_fd, tmp_fd;
         char dir[256];
-        char wheelhouse[256];
+        char wheelhouse[256];   /* "" = none */
+        char index_url[256];    /* "" = none */
+        uint32_t fetch_uid;     /* host uid of the downloader (pip, on the host, with network) */
         uint64_t limit_bytes;
         uint32_t owner_uid;     /* host uid of the sandbox user: writes a set being installed */
         char image_key[65];     /* digest of the image's distribution list */
@@ -64,14 +68,14 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
 /* 1 and *ret held when the request key names a complete set; 0 when it must be installed. */
 int pkgcache_lookup(pkgcache *c, const char *request_key, pkg_use *ret);
 
-/* A fresh empty directory for an install, writable by the sandbox user. */
-int pkgcache_stage(pkgcache *c, char ret_path[512], hxs_error *err);
+/* A fresh empty directory under tmp/, writable by owner (a host uid) only. */
+int pkgcache_stage(pkgcache *c, uint32_t owner, char ret_path[512], hxs_error *err);
 
 /* Moves a completed install into sets/ under the content key of `wheels` (file names
- * in the wheelhouse, hashed here), records the request key, holds the set in *ret and
+ * in wheel_dir, hashed here), records the request key, holds the set in *ret and
  * evicts older sets if the cache is over its limit. The stage is gone afterwards. */
-int pkgcache_commit(pkgcache *c, const char *stage, const char *request_key, char *const *wheels,
-                    size_t n_wheels, pkg_use *ret, hxs_error *err);
+int pkgcache_commit(pkgcache *c, const char *stage, const char *wheel_dir, const char *request_key,
+                    char *const *wheels, size_t n_wheels, pkg_use *ret, hxs_error *err);
 
 /* Removes a stage that will not be committed. */
 void pkgcache_discard(pkgcache *c, const char *stage);

@@ -12,6 +12,7 @@
 
 #define NS_SANDBOX_UID 1000     /* the "sandbox" user inside */
 #define NS_TEMPLATE_UID 2000    /* host uid of warm templates: SANDBOX_UID_BASE + this */
+#define NS_FETCH_UID 3000       /* host uid of the package downloader: SANDBOX_UID_BASE + this */
 
 /* The namespaces every sandbox gets at clone (the cgroup namespace follows once the
  * supervisor has moved it into its cgroup). */

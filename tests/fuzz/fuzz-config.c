@@ -282,6 +282,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (single.packages_wheelhouse[0] &&
             (single.packages_wheelhouse[0] != '/' || stat(single.packages_wheelhouse, &st) < 0 || !S_ISDIR(st.st_mode)))
                 expect_fail = true;
+        if (single.packages_index_url[0]) {
+                const char *u = single.packages_index_url;
+                size_t sch = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
+                bool ok = sch && u[sch] && u[sch] != '/';
+                for (const char *ch = u; ok && *ch; ch++)
+                        ok = (unsigned char)*ch > ' ' && (unsigned char)*ch < 0x7f;
+                if (!ok)
+                        expect_fail = true;
+        }
         if (single.packages_cache_dir[0] != '/' || strstr(single.packages_cache_dir, "/../") ||
             strlen(single.packages_cache_dir) > 200)
                 expect_fail = true;

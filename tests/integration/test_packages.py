@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import socket
+import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
@@ -102,7 +103,8 @@ def start(wheelhouse: Path, cache: Optional[Path] = None, **env: str) -> Tuple[S
         root = Path(tempfile.mkdtemp(prefix="hxs-pkgcache-"))
         os.chmod(root, 0o755)  # the sandbox's root must reach the sets it binds
         cache = root / "cache"
-    full = {"PACKAGES_WHEELHOUSE": str(wheelhouse), "PACKAGES_CACHE_DIR": str(cache), **env}
+    full = {"PACKAGES_WHEELHOUSE": str(wheelhouse) if str(wheelhouse) != "." else "",
+            "PACKAGES_CACHE_DIR": str(cache), **env}
     return _launch(full, None), cache
 
 
@@ -482,4 +484,70 @@ def test_service_killed_during_install_next_start_sweeps(wheelhouse: Path) -> No
         s.stop(timeout=5)
         if s2:
             _stop_checked(s2)
+        safe_rmtree(str(cache.parent))
+
+
+# ---- from a package index (PACKAGES_INDEX_URL) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def index(wheelhouse: Path) -> Iterator[Tuple[str, Path]]:
+    """A PEP 503 index of a few wheels, served on 127.0.0.1 by a process this test starts."""
+    root = Path(tempfile.mkdtemp(prefix="hxs-index-"))
+    files = root / "files"
+    files.mkdir()
+    build_wheel(files, "hxs-idx-lib", "1.0", {"hxs_idx_lib/__init__.py": "V = 'lib'\n"})
+    build_wheel(files, "hxs-idx-app", "3.1", {"hxs_idx_app/__init__.py": "import hxs_idx_lib\nV = 'app+' + hxs_idx_lib.V\n"},
+                requires=["hxs-idx-lib>=1"])
+    for whl in files.iterdir():
+        project = root / "simple" / whl.name.split("-")[0].replace("_", "-")
+        project.mkdir(parents=True, exist_ok=True)
+        with open(project / "index.html", "a") as f:
+            f.write(f'<a href="../../files/{whl.name}">{whl.name}</a>\n')
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(root / "http.log", "wb")
+    proc = subprocess.Popen(["/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1", str(port),
+                             "--directory", str(root)], stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_for(lambda: _port_open(port), 30, "the index server")
+        yield f"http://127.0.0.1:{port}/simple/", root / "http.log"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+        safe_rmtree(str(root))
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_install_from_a_package_index(index: Tuple[str, Path], wheelhouse: Path) -> None:
+    url, http_log = index
+    s, cache = start(Path(""), PACKAGES_INDEX_URL=url)  # the index only, no wheelhouse
+    try:
+        body = {"code": "import hxs_idx_app; print(hxs_idx_app.V)", "packages": ["hxs-idx-app>=3"]}
+        reply, log = run(s, body)
+        assert reply["stdout"] == "app+lib\n" and log["packages"] == "installed", reply
+        fetched = http_log.read_text()
+        assert "hxs_idx_app-3.1" in fetched and "hxs_idx_lib-1.0" in fetched  # the dependency too
+        reply, log = run(s, body)
+        assert reply["stdout"] == "app+lib\n" and log["packages"] == "cached"
+        assert http_log.read_text() == fetched  # a cache hit asks the index nothing
+        status, _, reply = post_exec(s.url, {"code": "print(1)", "packages": ["hxs-idx-missing"]})
+        assert status == 422 and "hxs-idx-missing" in reply["error"]["message"], reply
+        assert staged(cache) == []  # neither downloads nor stages are left
+        reply, _ = run(s, {"code": "import hxs_idx_lib, socket; print(sorted(n for _, n in socket.if_nameindex()))",
+                           "packages": ["hxs-idx-lib"]})
+        assert reply["stdout"] == "['lo']\n"  # the service downloads; the sandbox still has no network
+    finally:
+        _stop_checked(s)
         safe_rmtree(str(cache.parent))

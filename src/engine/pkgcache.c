@@ -28,6 +28,18 @@ static int open_subdir(int dirfd, const char *name, mode_t mode)
         return fd < 0 ? -errno : fd;
 }
 
+/* qsort, except for an empty array, whose pointer may be NULL (undefined for qsort). */
+static void sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+        if (n > 1)
+                qsort(base, n, size, cmp);
+}
+
+static int cmp_digest(const void *a, const void *b)
+{
+        return strcmp((const char *)a, (const char *)b);
+}
+
 static bool is_key(const char *s)
 {
         if (strlen(s) != 64)
@@ -278,11 +290,11 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
         size_t cap = 0;
         add_names(cfg->rootfs, "/usr/lib/python3.11", &c->stdlib_names, &c->n_stdlib, &cap);
         add_names(cfg->rootfs, "/usr/lib/python3.11/lib-dynload", &c->stdlib_names, &c->n_stdlib, &cap);
-        qsort(c->stdlib_names, c->n_stdlib, sizeof(char *), cmp_name);
+        sort(c->stdlib_names, c->n_stdlib, sizeof(char *), cmp_name);
         cap = 0;
         add_names(cfg->rootfs, "/usr/lib/python3/dist-packages", &c->dist_names, &c->n_dist, &cap);
         add_names(cfg->rootfs, "/usr/local/lib/python3.11/dist-packages", &c->dist_names, &c->n_dist, &cap);
-        qsort(c->dist_names, c->n_dist, sizeof(char *), cmp_name);
+        sort(c->dist_names, c->n_dist, sizeof(char *), cmp_name);
 
         sha256_ctx h;
         sha256_init(&h);
@@ -374,7 +386,7 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
                 return hxs_fail(err, HXS_ERR_SETUP, r, "PACKAGES_WHEELHOUSE: more than %d wheels",
                                 WHEELHOUSE_MAX_ENTRIES);
         }
-        qsort(ents, n, sizeof(*ents), cmp_whl);
+        sort(ents, n, sizeof(*ents), cmp_whl);
 
         /* requirements, normalized name first, sorted: order and spelling do not matter */
         char **reqs = calloc(req->n_packages + 1, sizeof(char *));
@@ -394,7 +406,7 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
                 }
         }
         if (r == 0) {
-                qsort(reqs, req->n_packages, sizeof(char *), cmp_str);
+                sort(reqs, req->n_packages, sizeof(char *), cmp_str);
                 sha256_ctx h;
                 sha256_init(&h);
                 sha256_update(&h, "hxs-pkg-v1", 11);
@@ -589,7 +601,7 @@ static void evict(pkgcache *c)
                 n++;
         }
         closedir(d);
-        qsort(sets, n, sizeof(*sets), cmp_age);
+        sort(sets, n, sizeof(*sets), cmp_age);
         for (size_t i = 0; i < n && total > c->limit_bytes; i++) {
                 int sfd = openat(c->sets_fd, sets[i].key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sfd < 0)
@@ -646,7 +658,7 @@ int pkgcache_commit(pkgcache *c, const char *stage, const char *wheel_dir, const
                 pkgcache_discard(c, stage);
                 return r;
         }
-        qsort(digests, n_wheels, 65, (int (*)(const void *, const void *))strcmp);
+        sort(digests, n_wheels, 65, cmp_digest);
         sha256_ctx h;
         sha256_init(&h);
         /* the image too: what it provides is left out of a set, and the set is

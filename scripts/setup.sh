@@ -6,7 +6,7 @@ set -eu
 
 PACKAGES="build-essential cmake pkg-config
 libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libgnutls28-dev libcmocka-dev
-python3 python3-dev python3-pytest python3-yaml python3-numpy python3-pandas python3-scipy nodejs bash
+python3 python3-dev python3-pytest python3-yaml python3-numpy python3-pandas python3-scipy python3-packaging nodejs bash
 iproute2 procps prometheus openssl clang libclang-rt-dev
 qemu-system-x86 e2fsprogs lz4 binutils $*"
 

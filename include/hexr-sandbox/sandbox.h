@@ -129,6 +129,8 @@ typedef struct hxs_config {
         uint32_t quota_queue;           /* QUOTA_QUEUE_PER_CALLER (0: only MAX_QUEUE) */
         uint32_t metrics_callers;       /* METRICS_CALLERS: distinct caller labels */
         uint32_t execution_records;     /* EXECUTION_RECORDS: recent records kept */
+        char packages_cache_dir[256];   /* PACKAGES_CACHE_DIR: installed package sets */
+        uint32_t packages_cache_mb;     /* PACKAGES_CACHE_MB: size limit of that cache */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */
@@ -199,6 +201,17 @@ HXS_API int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_er
 #define HXS_EXIT_TIMEOUT 124
 #define HXS_EXIT_OOM     137
 
+/* How an execution's packages= were provided. */
+typedef enum hxs_packages_source {
+        HXS_PACKAGES_NONE = 0,  /* none asked for */
+        HXS_PACKAGES_IMAGE,     /* all in the image: nothing installed */
+        HXS_PACKAGES_CACHED,    /* an installed set from the package cache */
+        HXS_PACKAGES_INSTALLED, /* installed for this execution (then cached) */
+        HXS_PACKAGES_SOURCE_MAX,
+} hxs_packages_source;
+
+HXS_API const char *hxs_packages_source_name(hxs_packages_source s);
+
 typedef struct hxs_result {
         char *stdout_data;      /* owned by the result; NUL-terminated for convenience */
         size_t stdout_len;
@@ -213,6 +226,7 @@ typedef struct hxs_result {
         bool stdout_truncated;
         bool stderr_truncated;
         bool warm;              /* started from a warm template (for logs and metrics) */
+        hxs_packages_source packages; /* where packages= came from */
 } hxs_result;
 
 HXS_API void hxs_result_clear(hxs_result *res); /* frees the buffers; zeroes the struct */

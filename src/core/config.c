@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -106,12 +107,15 @@ static const setting settings[] = {
           SET_STRING, STR(rootfs), 0, 0 },
         { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state" },
           SET_STRING, STR(state_dir), 0, 0 },
-        { { "PACKAGES_WHEELHOUSE", "",
-            "directory of wheels packages= may install from (reserved: not in this build)" },
-          SET_RESERVED, STR(packages_wheelhouse), 0, 0 },
+        { { "PACKAGES_WHEELHOUSE", "", "directory of wheels packages= may install from (empty: only what the image has)" },
+          SET_STRING, STR(packages_wheelhouse), 0, 0 },
         { { "PACKAGES_INDEX_URL", "",
-            "package index the service may install from (reserved: not in this build)" },
-          SET_RESERVED, STR(packages_index_url), 0, 0 },
+            "package index (PEP 503, http:// or https://) the service, never the sandbox, may download wheels from" },
+          SET_STRING, STR(packages_index_url), 0, 0 },
+        { { "PACKAGES_CACHE_DIR", "/var/cache/hexr-sandbox/packages", "where installed package sets are cached" },
+          SET_STRING, STR(packages_cache_dir), 0, 0 },
+        { { "PACKAGES_CACHE_MB", "2048", "size limit of that cache (least recently used sets are evicted); also the largest one install" },
+          SET_UINT, U32(packages_cache_mb), 16, 1024 * 1024 },
         { { "TLS_CERT_FILE", "", "server certificate chain (PEM); with TLS_KEY_FILE the service speaks HTTPS" },
           SET_STRING, STR(tls_cert_file), 0, 0 },
         { { "TLS_KEY_FILE", "", "private key of TLS_CERT_FILE (PEM)" },
@@ -382,6 +386,30 @@ static int config_check(hxs_config *cfg, hxs_error *err)
         if (cfg->state_dir[0] != '/')
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "STATE_DIR",
                                       "STATE_DIR: must be an absolute path");
+        if (cfg->packages_wheelhouse[0]) {
+                struct stat st;
+                if (cfg->packages_wheelhouse[0] != '/')
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_WHEELHOUSE",
+                                              "PACKAGES_WHEELHOUSE: must be an absolute path");
+                if (stat(cfg->packages_wheelhouse, &st) < 0 || !S_ISDIR(st.st_mode))
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -ENOTDIR, "PACKAGES_WHEELHOUSE",
+                                              "PACKAGES_WHEELHOUSE: %s is not an existing directory",
+                                              cfg->packages_wheelhouse);
+        }
+        if (cfg->packages_index_url[0]) {
+                const char *u = cfg->packages_index_url;
+                size_t scheme = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
+                bool ok = scheme && u[scheme] && u[scheme] != '/';
+                for (const char *c = u; ok && *c; c++)
+                        ok = (unsigned char)*c > ' ' && (unsigned char)*c < 0x7f;
+                if (!ok)
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_INDEX_URL",
+                                              "PACKAGES_INDEX_URL: must be an http:// or https:// URL with a host, without spaces or control characters");
+        }
+        if (cfg->packages_cache_dir[0] != '/' || strstr(cfg->packages_cache_dir, "/../") ||
+            strlen(cfg->packages_cache_dir) > 200)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_CACHE_DIR",
+                                      "PACKAGES_CACHE_DIR: must be an absolute path of at most 200 characters, without ..");
         if (cfg->rootfs[0] && cfg->rootfs[0] != '/')
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SANDBOX_ROOTFS",
                                       "SANDBOX_ROOTFS: must be an absolute path");

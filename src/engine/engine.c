@@ -84,6 +84,14 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 free(e);
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         }
+        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, err);
+        if (r < 0) {
+                pkgcache_fini(&e->pkgcache);
+                hxs_pkg_index_free(&e->pkgs);
+                e->ops->fini(e);
+                free(e);
+                return r;
+        }
         *ret = e;
         return 0;
 }
@@ -94,6 +102,7 @@ void hxs_engine_free(hxs_engine *e)
                 return;
         hxs_engine_bury(e, true);
         e->ops->fini(e);
+        pkgcache_fini(&e->pkgcache);
         hxs_pkg_index_free(&e->pkgs);
         free(e);
 }
@@ -144,35 +153,73 @@ void hxs_engine_bury(hxs_engine *e, bool wait)
 
 /* ---- executions ------------------------------------------------------------------ */
 
-int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_error *err)
+/* An execution of an owned request, not started yet. */
+int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
 {
         hxs_exec *x = calloc(1, sizeof(*x));
-        if (!x)
+        if (!x) {
+                hxs_request_free(req);
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        }
         x->engine = e;
+        x->req = req;
         x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
-        int r = hxs_request_dup(req, &x->req);
-        if (r < 0) {
-                free(x);
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
-        }
-        r = hxs_request_validate(x->req, &e->cfg, err);
-        if (r == 0)
-                r = hxs_pkg_check(&e->pkgs, x->req, err);
-        if (r < 0) {
-                hxs_request_free(x->req);
-                free(x);
-                return r;
-        }
+        x->pkg.lock_fd = -1;
+        x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = -1;
+        capbuf_init(&x->fetch_log, 64 << 10);
         capbuf_init(&x->out, e->cfg.max_output_bytes);
         capbuf_init(&x->err, e->cfg.max_output_bytes);
         x->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (x->epfd < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "epoll_create1: %s", strerror(errno));
+                int r = hxs_fail(err, HXS_ERR_SETUP, -errno, "epoll_create1: %s", strerror(errno));
                 hxs_exec_free(x);
                 return r;
         }
-        r = e->ops->start(e, x, err);
+        *ret = x;
+        return 0;
+}
+
+int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_error *err)
+{
+        hxs_request *copy;
+        int r = hxs_request_dup(req, &copy);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+        r = hxs_request_validate(copy, &e->cfg, err);
+        if (r < 0) {
+                hxs_request_free(copy);
+                return r;
+        }
+        hxs_exec *x;
+        r = exec_new(e, copy, &x, err);
+        if (r < 0)
+                return r;
+        clock_gettime(CLOCK_MONOTONIC, &x->started); /* an install counts against the timeout */
+        r = hxs_pkg_check(&e->pkgs, x->req, err);
+        if (r == 0 && x->req->n_packages > 0)
+                x->packages = HXS_PACKAGES_IMAGE;
+        if (r == -ENOENT && e->pkgcache.enabled && e->kind != HXS_BACKEND_NAMESPACES) {
+                /* the install step and the package mount are the namespace backend's: a
+                 * microVM runs what its image has */
+                const char *q = strchr(err->message, '"'), *q2 = q ? strchr(q + 1, '"') : NULL;
+                int len = q && q2 ? (int)(q2 - q - 1) : 0;
+                char name[80];
+                snprintf(name, sizeof(name), "%.*s", len > 64 ? 64 : len, q ? q + 1 : "");
+                r = hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
+                                   "packages: \"%s\" is not in the microVM image, and the %s backend "
+                                   "installs nothing (PACKAGES_WHEELHOUSE and PACKAGES_INDEX_URL serve "
+                                   "the namespace backend)", name, e->ops->name);
+        } else if (r == -ENOENT && e->pkgcache.enabled) {
+                /* not all in the image: a cached set, or an install step first */
+                hxs_error_clear(err);
+                r = pkg_prepare(e, x, err);
+                if (r == 0 && (x->installer || x->fetching)) {
+                        *ret = x;
+                        return 0;
+                }
+        }
+        if (r == 0)
+                r = e->ops->start(e, x, err);
         if (r < 0) {
                 hxs_exec_free(x);
                 return r;
@@ -188,6 +235,8 @@ int hxs_exec_process(hxs_exec *x)
 {
         if (x->done)
                 return 0;
+        if (x->installer || x->fetching)
+                return pkg_install_step(x);
         return x->engine->ops->process(x);
 }
 
@@ -204,7 +253,12 @@ void hxs_exec_kill(hxs_exec *x)
         if (x->done)
                 return;
         x->killed = true;
-        x->engine->ops->kill(x);
+        if (x->installer)
+                hxs_exec_kill(x->installer);
+        else if (x->fetching)
+                pkg_fetch_kill(x);
+        else
+                x->engine->ops->kill(x);
 }
 
 int hxs_exec_take_result(hxs_exec *x, hxs_result *ret, hxs_error *err)
@@ -228,10 +282,13 @@ void hxs_exec_free(hxs_exec *x)
 {
         if (!x)
                 return;
+        pkg_abandon(x);
         x->engine->ops->release(x);
+        pkg_use_release(&x->pkg);
         if (x->epfd >= 0)
                 close(x->epfd);
         capbuf_free(&x->out);
+        capbuf_free(&x->fetch_log);
         capbuf_free(&x->err);
         hxs_result_clear(&x->result);
         hxs_request_free(x->req);

@@ -4,6 +4,7 @@
 
 #include "hexr-sandbox/sandbox.h"
 #include "engine/packages.h"
+#include "engine/pkgcache.h"
 #include "engine/request.h"
 #include "ns/cgroup.h"
 #include "ns/seccomp.h"
@@ -39,6 +40,7 @@ struct hxs_engine {
         char mountpoint[300];
         /* Python distributions the image provides (packages=) */
         hxs_pkg_index pkgs;
+        pkgcache pkgcache;              /* installed sets, when a wheelhouse is configured */
         /* warm Python templates (NULL: everything runs cold) */
         struct hxs_templates *templates;
         char template_error[200];       /* why there are none, when asked for */

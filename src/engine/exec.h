@@ -7,6 +7,7 @@
 
 #include "core/capbuf.h"
 #include "engine/engine.h"
+#include "engine/pkgcache.h"
 
 struct hxs_exec {
         hxs_engine *engine;
@@ -25,9 +26,37 @@ struct hxs_exec {
         bool warm;
         /* microVM backends */
         struct vm_exec *vm;
+        /* packages=: host directories the sandbox gets ("" = none) */
+        char pkgs_dir[512];             /* an installed set, read-only at /opt/packages */
+        char wheelhouse_dir[256];       /* installer only: read-only at /wheelhouse */
+        char target_dir[512];           /* installer only: writable at /target */
+        uint64_t budget_ms;             /* time left for the program (0: its timeout) */
+        pkg_use pkg;                    /* the set in use, locked */
+        hxs_exec *installer;            /* the install step, while it runs */
+        char request_key[65];
+        char stage[512];                /* the install's directory in the cache, until committed */
+        /* packages= from an index: the downloader (pip, on the host, unprivileged) */
+        bool fetching, fetch_reaped, fetch_timed_out;
+        pid_t fetch_pid;
+        int fetch_pidfd, fetch_out_fd, fetch_timer_fd, fetch_status;
+        capbuf fetch_log;
+        char fetch_dir[512];            /* where it downloads, then the installer's wheelhouse */
+        hxs_packages_source packages;
         /* progress */
         capbuf out, err;
         bool reaped, timed_out, killed, draining, drain_expired, done, setup_failed, taken;
         hxs_error setup_error;
         hxs_result result;
 };
+
+/* An execution of an owned request (freed on failure), not started. */
+int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err);
+
+/* packages= (pkg-install.c): a cached set for x, or its install step started. */
+int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err);
+/* Advances the install step; once it is over, starts the program or ends x. */
+int pkg_install_step(hxs_exec *x);
+/* Stops an install step in progress and removes its stage (for hxs_exec_free). */
+void pkg_abandon(hxs_exec *x);
+/* Kills the downloader of an index install. */
+void pkg_fetch_kill(hxs_exec *x);

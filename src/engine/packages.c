@@ -4,8 +4,8 @@
  * index of installed distributions is read once (dist-info / egg-info directory names
  * in the image's dist-packages), and each requirement is checked against it: name,
  * then version specifiers (==, !=, >=, <=, >, <, ~=; numeric release segments).
- * Installing what the image lacks (from a wheelhouse or an index, into a per-request
- * layer) is not part of this build: such a request is a 422 naming the package.
+ * What the image lacks is installed from PACKAGES_WHEELHOUSE or PACKAGES_INDEX_URL
+ * (pkgcache.c, pkg-install.c); without one, such a request is a 422 naming the package.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -196,7 +196,7 @@ int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *e
                 const hxs_pkg *p = find(idx, name);
                 if (!p)
                         return hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
-                                              "packages: \"%.64s\" is not in the image (this build runs only what the image has)",
+                                              "packages: \"%.64s\" is not in the image, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
                                               r);
                 const char *spec = r + nl;
                 if (*spec == '[')
@@ -206,7 +206,7 @@ int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *e
                 for (char *save, *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save))
                         if (!satisfies_one(p->version, s))
                                 return hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
-                                                      "packages: \"%.64s\" is not satisfied by the image's %s %s, and no package source is configured",
+                                                      "packages: \"%.64s\" is not satisfied by the image's %s %s, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
                                                       r, p->name, p->version);
         }
         return 0;

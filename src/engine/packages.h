@@ -20,7 +20,8 @@ void hxs_pkg_index_free(hxs_pkg_index *idx);
 
 /* Checks every requirement of the request against the image. 0 when all are
  * satisfied (nothing to install); -ENOENT with err (HXS_ERR_NOT_FOUND, naming the
- * package) otherwise; -EINVAL for languages without packages. */
+ * package) otherwise, which the engine answers with an install step when a wheelhouse
+ * is configured; -EINVAL for languages without packages. */
 int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *err);
 
 /* Exposed for tests: PEP 503 name normalization, and a PEP 440 subset comparison

@@ -191,6 +191,8 @@ static bool requirement_ok(const char *s)
         const char *p = s;
         while (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.')
                 p++;
+        if (p - s > 63) /* names are compared normalized in 64 bytes */
+                return false;
         if (*p == '[') {
                 p++;
                 while (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.' ||
@@ -199,17 +201,23 @@ static bool requirement_ok(const char *s)
                 if (*p++ != ']')
                         return false;
         }
-        /* specifiers: (==|!=|<=|>=|~=|<|>)version, comma separated */
+        /* specifiers: (==|!=|<=|>=|~=|<|>)version, comma separated (PEP 440's
+         * operators, not "===" arbitrary equality, which matches any text) */
+        static const char *const ops[] = { "==", "!=", "<=", ">=", "~=", "<", ">" };
         while (*p) {
-                if (strchr("=!<>~", *p) == NULL)
+                size_t ol = 0;
+                for (size_t i = 0; i < ARRAY_SIZE(ops) && !ol; i++)
+                        if (strncmp(p, ops[i], strlen(ops[i])) == 0)
+                                ol = strlen(ops[i]);
+                if (!ol)
                         return false;
-                while (*p && strchr("=!<>~", *p))
-                        p++;
-                if (!*p)
+                p += ol;
+                /* a version starts with a digit (or v, as PEP 440 allows) */
+                if (!isdigit((unsigned char)*p) && !(*p == 'v' && isdigit((unsigned char)p[1])))
                         return false;
-                while (isalnum((unsigned char)*p) || *p == '.' || *p == '*' || *p == '+')
+                while (isalnum((unsigned char)*p) || *p == '.' || *p == '*' || *p == '+' || *p == '!')
                         p++;
-                if (*p == ',')
+                if (*p == ',' && p[1])
                         p++;
                 else if (*p)
                         return false;

@@ -51,3 +51,15 @@ void hxs_result_set_status(hxs_result *res, int wait_status, bool have_status,
                 res->signal = SIGKILL;
         }
 }
+
+const char *hxs_packages_source_name(hxs_packages_source s)
+{
+        switch (s) {
+        case HXS_PACKAGES_NONE: return "none";
+        case HXS_PACKAGES_IMAGE: return "image";
+        case HXS_PACKAGES_CACHED: return "cached";
+        case HXS_PACKAGES_INSTALLED: return "installed";
+        case HXS_PACKAGES_SOURCE_MAX: break;
+        }
+        return "unknown";
+}

@@ -14,11 +14,12 @@ const hxs_runtime hxs_runtimes[HXS_LANG_MAX] = {
         [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
 };
 
-int hxs_exec_env(const hxs_request *req, char ***ret)
+int hxs_exec_env(const hxs_request *req, const char *pythonpath, char ***ret)
 {
         static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
                                              ("HOME=" HXS_SANDBOX_HOME), "LANG=C.UTF-8" };
-        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 1;
+        size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 2;
+        bool pythonpath_done = !pythonpath;
         char **env = calloc(max, sizeof(char *));
         if (!env)
                 return -ENOMEM;
@@ -32,11 +33,22 @@ int hxs_exec_env(const hxs_request *req, char ***ret)
                         goto oom;
         }
         for (size_t j = 0; j < req->n_env; j++) {
-                if (asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value) < 0) {
+                int q;
+                if (pythonpath && strcmp(req->env[j].name, "PYTHONPATH") == 0) {
+                        q = asprintf(&env[n], "PYTHONPATH=%s:%s", pythonpath, req->env[j].value);
+                        pythonpath_done = true;
+                } else {
+                        q = asprintf(&env[n], "%s=%s", req->env[j].name, req->env[j].value);
+                }
+                if (q < 0) {
                         env[n] = NULL;
                         goto oom;
                 }
                 n++;
+        }
+        if (!pythonpath_done && asprintf(&env[n++], "PYTHONPATH=%s", pythonpath) < 0) {
+                env[--n] = NULL;
+                goto oom;
         }
         env[n] = NULL;
         *ret = env;

@@ -168,7 +168,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
                 goto fail;
         }
-        r = hxs_exec_env(req, &x->envp);
+        r = hxs_exec_env(req, x->pkgs_dir[0] ? NS_PACKAGES_DIR : NULL, &x->envp);
         if (r < 0) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
@@ -186,14 +186,25 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1],
+                .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
+                .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
+                .target_dir = x->target_dir[0] ? x->target_dir : NULL,
         };
 
-        clock_gettime(CLOCK_MONOTONIC, &x->started);
+        if (x->started.tv_sec == 0 && x->started.tv_nsec == 0) /* the engine's clock may have started */
+                clock_gettime(CLOCK_MONOTONIC, &x->started);
         pid_t pid = -1;
         int pidfd = -1;
         unsigned joined = 0; /* hierarchies PID 1 joins by itself: no move by pid */
-        if (template_eligible(e->templates, req))
-                r = template_spawn(e->templates, template_pick(req), &args, &pid, &pidfd);
+        /* An installed package set runs warm from a template that has imported none of
+         * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
+        if (!args.target_dir && (!args.pkgs_dir || x->pkg.warm != PKG_WARM_NONE) &&
+            template_eligible(e->templates, req)) {
+                template_kind kind = template_pick(req, args.pkgs_dir != NULL);
+                if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
+                        kind = TEMPLATE_PYTHON;
+                r = template_spawn(e->templates, kind, &args, &pid, &pidfd);
+        }
         if (pid > 0) {
                 x->warm = true;
         } else {
@@ -250,7 +261,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 goto fail;
         }
         x->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (x->timer_fd < 0 || (r = timerfd_arm_ms(x->timer_fd, (uint64_t)req->timeout_s * 1000)) < 0) {
+        if (x->timer_fd < 0 || (r = timerfd_arm_ms(x->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)req->timeout_s * 1000)) < 0) {
                 r = x->timer_fd < 0 ? -errno : r;
                 hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
                 goto fail;
@@ -377,6 +388,7 @@ static void finish(hxs_exec *x)
         }
         hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
         res->warm = x->warm;
+        res->packages = x->packages;
         res->stdout_truncated = capbuf_truncated(&x->out);
         res->stderr_truncated = capbuf_truncated(&x->err);
         res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);

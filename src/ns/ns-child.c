@@ -82,6 +82,16 @@ static unsigned long locked_flags(const char *path)
         return f;
 }
 
+/* Writable bind of a host directory onto dst (the installer's /target). */
+static void bind_rw(const char *src, const char *dst)
+{
+        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                die("bind-mounting %s", src);
+        unsigned long f = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | locked_flags(src);
+        if (mount(NULL, dst, NULL, f, NULL) < 0)
+                die("remounting %s", dst);
+}
+
 /* Read-only bind of a host path (file or directory) onto dst, which must exist. */
 static void bind_ro(const char *src, const char *dst)
 {
@@ -281,6 +291,25 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0700,uid=%d,gid=%d", cfg->tmpfs_mb,
                  cfg->tmpfs_mb * 256 + 1024, NS_SANDBOX_UID, NS_SANDBOX_UID);
         tmpfs_or_die(p, opts, MS_NOSUID | MS_NODEV);
+
+        /* packages=: an installed set, read-only; the installer's wheelhouse and target */
+        if (a->pkgs_dir) {
+                snprintf(p, sizeof(p), "%s/opt", root);
+                mkdir_or_die(p, 0755);
+                snprintf(p, sizeof(p), "%s%s", root, NS_PACKAGES_DIR);
+                mkdir_or_die(p, 0755);
+                bind_ro(a->pkgs_dir, p);
+        }
+        if (a->wheelhouse_dir) {
+                snprintf(p, sizeof(p), "%s/wheelhouse", root);
+                mkdir_or_die(p, 0755);
+                bind_ro(a->wheelhouse_dir, p);
+        }
+        if (a->target_dir) {
+                snprintf(p, sizeof(p), "%s/target", root);
+                mkdir_or_die(p, 0755);
+                bind_rw(a->target_dir, p);
+        }
 
         /* the program, read-only once the root is */
         snprintf(p, sizeof(p), "%s/code/%s", root, a->code_name);

@@ -12,12 +12,14 @@
 
 #define NS_SANDBOX_UID 1000     /* the "sandbox" user inside */
 #define NS_TEMPLATE_UID 2000    /* host uid of warm templates: SANDBOX_UID_BASE + this */
+#define NS_FETCH_UID 3000       /* host uid of the package downloader: SANDBOX_UID_BASE + this */
 
 /* The namespaces every sandbox gets at clone (the cgroup namespace follows once the
  * supervisor has moved it into its cgroup). */
 #define NS_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | \
                         CLONE_NEWIPC | CLONE_NEWUTS)
 #define NS_SANDBOX_HOME "/home/sandbox"
+#define NS_PACKAGES_DIR "/opt/packages" /* an installed package set, on PYTHONPATH */
 
 /* Messages on the report pipe (child -> supervisor). */
 #define NS_REPORT_ERROR  'E'    /* followed by text: set-up failed */
@@ -36,6 +38,10 @@ typedef struct ns_child_args {
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */
         int stdin_fd, stdout_fd, stderr_fd; /* stdin_fd < 0: /dev/null */
         bool warm;                      /* return into the caller instead of exec'ing */
+        /* packages= (NULL: none): host directories bound into the root */
+        const char *pkgs_dir;           /* read-only at NS_PACKAGES_DIR */
+        const char *wheelhouse_dir;     /* installer: read-only at /wheelhouse */
+        const char *target_dir;         /* installer: writable at /target */
         /* v1 `tasks` files of the sandbox's cgroups, opened by the engine: the child
          * joins them itself, first thing (see cg_join in cgroup.h). */
         int cg_self[4];

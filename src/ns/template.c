@@ -265,10 +265,12 @@ void templates_free(hxs_templates *ts)
         free(ts);
 }
 
-template_kind template_pick(const hxs_request *req)
+template_kind template_pick(const hxs_request *req, bool installed_set)
 {
         static const char *const heavy[] = { "pandas", "numpy", "scipy" };
-        if (req->n_packages > 0)
+        /* packages the image has are mostly numpy and friends; with an installed set,
+         * they are mostly not, and the code says */
+        if (req->n_packages > 0 && !installed_set)
                 return TEMPLATE_PYTHON_SCI;
         for (size_t i = 0; i < ARRAY_SIZE(heavy); i++)
                 if (memmem(req->code, req->code_len, heavy[i], strlen(heavy[i])))
@@ -302,6 +304,7 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
         template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg };
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
+        snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");
         int fds[6] = { args->payload_fd, args->sync_fd, args->report_fd, args->stdout_fd, args->stderr_fd,
                        args->stdin_fd };
         req.n_fds = args->stdin_fd >= 0 ? 6 : 5;

@@ -32,7 +32,7 @@ int templates_new(const hxs_config *cfg, cg_layout *cgl, hxs_templates **ret, hx
 void templates_free(hxs_templates *t);
 
 /* Which template suits a request (both are behaviourally identical). */
-template_kind template_pick(const hxs_request *req);
+template_kind template_pick(const hxs_request *req, bool installed_set);
 /* Can this request run warm? Python, a ready template, and no environment variable
  * that only interpreter start-up reads (PYTHON*, LANG, LC_*). */
 bool template_eligible(hxs_templates *t, const hxs_request *req);
@@ -56,6 +56,7 @@ typedef struct template_request {
         hxs_config cfg;
         char mountpoint[300];
         char code_name[16];
+        char pkgs_dir[512];     /* an installed package set to bind, "" = none */
 } template_request;
 
 typedef struct template_reply {

@@ -120,12 +120,13 @@ static PyObject *zygote_serve(PyObject *self, PyObject *args)
                 }
                 req.mountpoint[sizeof(req.mountpoint) - 1] = '\0';
                 req.code_name[sizeof(req.code_name) - 1] = '\0';
+                req.pkgs_dir[sizeof(req.pkgs_dir) - 1] = '\0';
                 ns_child_args a = {
                         .cfg = &req.cfg, .seccomp = &filter, .mountpoint = req.mountpoint,
                         .interpreter = "/usr/bin/python3", .code_name = req.code_name,
                         .payload_fd = fds[0], .sync_fd = fds[1], .report_fd = fds[2],
                         .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds > 5 ? fds[5] : -1,
-                        .warm = true,
+                        .warm = true, .pkgs_dir = req.pkgs_dir[0] ? req.pkgs_dir : NULL,
                 };
                 struct clone_args ca = { .flags = NS_CLONE_FLAGS, .exit_signal = SIGCHLD };
                 PyOS_BeforeFork();

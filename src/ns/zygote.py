@@ -69,6 +69,11 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
         name, _, value = item.partition(b"=")
         os.environb[name] = value
     sys.path[0:1] = [os.path.dirname(code_path)]
+    # PYTHONPATH comes only from the engine (a request setting it runs cold): an
+    # installed package set, which the interpreter would put right after the script's
+    # directory at start-up
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    sys.path[1:1] = extra
     # state that must not be shared between executions forked from one template
     import random
 

@@ -286,6 +286,8 @@ static void finish(call *c)
                 metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
                 metrics_caller_execution(&srv->m, c->label, o);
                 records_add(srv, c, &res, outcome_name(o), NULL);
+                if ((unsigned)res.packages < HXS_PACKAGES_SOURCE_MAX)
+                        srv->m.packages[res.packages]++;
                 free(c->reply);
                 c->reply_len = 0;
                 c->reply = hxs_result_to_text(&res, c->id, &c->reply_len);

@@ -183,6 +183,12 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
                "Pool boots that did not reach a ready agent.");
         fprintf(f, "hexr_sandbox_vm_pool_boot_failures_total %lu\n", st.vm_boot_failures);
 
+        family(f, "hexr_sandbox_packages_total", "counter",
+               "Executions that asked for packages, by where they came from (image: all in the image; cached: an installed set from the package cache; installed: installed for this execution).");
+        for (int p = HXS_PACKAGES_IMAGE; p < HXS_PACKAGES_SOURCE_MAX; p++)
+                fprintf(f, "hexr_sandbox_packages_total{source=\"%s\"} %llu\n",
+                        hxs_packages_source_name((hxs_packages_source)p), (unsigned long long)m->packages[p]);
+
         family(f, "hexr_sandbox_rejected_requests_total", "counter",
                "Execution requests turned away before running, by reason.");
         for (int r = 0; r < REJECT_REASON_MAX; r++)

@@ -185,6 +185,7 @@ typedef struct metrics {
         uint32_t caller_other;          /* index of "other": METRICS_CALLERS */
         uint64_t (*caller_executions)[OUTCOME_MAX];
         uint64_t *caller_rejected;      /* quota */
+        uint64_t packages[HXS_PACKAGES_SOURCE_MAX]; /* executions with packages=, by where they came from */
 } metrics;
 
 /* A connection must deliver each request whole within this (conn.c). */

@@ -93,7 +93,7 @@ static int build_request(hxs_exec *x, hxs_error *err)
         const hxs_config *cfg = &x->engine->cfg;
         const hxs_request *req = x->req;
         char **env = NULL;
-        int r = hxs_exec_env(req, &env);
+        int r = hxs_exec_env(req, NULL, &env);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         size_t n_env = 0;

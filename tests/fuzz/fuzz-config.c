@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hexr-sandbox/sandbox.h"
 #include "fuzz.h"
@@ -88,6 +89,8 @@ static const struct range {
         N("QUOTA_QUEUE_PER_CALLER", quota_queue, 0, 100000),
         N("METRICS_CALLERS", metrics_callers, 0, 1000),
         N("EXECUTION_RECORDS", execution_records, 1, 100000),
+        S("PACKAGES_CACHE_DIR", packages_cache_dir),
+        N("PACKAGES_CACHE_MB", packages_cache_mb, 16, 1048576),
 #undef N
 #undef S
 };
@@ -297,6 +300,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* TLS: certificate and key together; a client CA only with them */
         if (!single.tls_cert_file[0] != !single.tls_key_file[0] ||
             (single.tls_client_ca_file[0] && !single.tls_cert_file[0]))
+                expect_fail = true;
+        /* the whole-configuration rules of the package settings */
+        struct stat st;
+        if (single.packages_wheelhouse[0] &&
+            (single.packages_wheelhouse[0] != '/' || stat(single.packages_wheelhouse, &st) < 0 || !S_ISDIR(st.st_mode)))
+                expect_fail = true;
+        if (single.packages_index_url[0]) {
+                const char *u = single.packages_index_url;
+                size_t sch = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
+                bool ok = sch && u[sch] && u[sch] != '/';
+                for (const char *ch = u; ok && *ch; ch++)
+                        ok = (unsigned char)*ch > ' ' && (unsigned char)*ch < 0x7f;
+                if (!ok)
+                        expect_fail = true;
+        }
+        if (single.packages_cache_dir[0] != '/' || strstr(single.packages_cache_dir, "/../") ||
+            strlen(single.packages_cache_dir) > 200)
                 expect_fail = true;
 
         hxs_config env_cfg;

@@ -444,6 +444,8 @@ def test_metrics_families_present(service_url):
                  "hexr_sandbox_warm_template_restarts_total", "hexr_sandbox_max_concurrent_executions",
                  "hexr_sandbox_draining"):
         assert name in m, name
+    for source in ("image", "cached", "installed"):
+        assert f'hexr_sandbox_packages_total{{source="{source}"}}' in m
 
 
 def test_metrics_move(service_url):

@@ -106,14 +106,43 @@ static void test_from_env(void **state)
         assert_string_equal(err.field, "STATE_DIR");
         unsetenv("STATE_DIR");
         unsetenv("MAX_EXECUTION_TIME");
-        /* reserved settings: empty is fine, a value is refused rather than ignored */
+        /* the package index: empty, or an http(s) URL with a host */
         setenv("PACKAGES_INDEX_URL", "", 1);
         assert_int_equal(hxs_config_from_env(&c, &err), 0);
-        setenv("PACKAGES_INDEX_URL", "http://127.0.0.1:1/simple", 1);
-        assert_true(hxs_config_from_env(&c, &err) < 0);
-        assert_string_equal(err.field, "PACKAGES_INDEX_URL");
-        assert_non_null(strstr(err.message, "not part of this build"));
+        setenv("PACKAGES_INDEX_URL", "https://127.0.0.1:1/simple/", 1);
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+        assert_string_equal(c.packages_index_url, "https://127.0.0.1:1/simple/");
+        static const char *const bad_urls[] = { "ftp://127.0.0.1/simple", "127.0.0.1/simple", "http://",
+                                                "http:///simple", "http://127.0.0.1/a b", "file:///srv/simple",
+                                                "--index-url=http://127.0.0.1/" };
+        for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+                setenv("PACKAGES_INDEX_URL", bad_urls[i], 1);
+                assert_true(hxs_config_from_env(&c, &err) < 0);
+                assert_string_equal(err.field, "PACKAGES_INDEX_URL");
+                assert_non_null(strstr(err.message, "http:// or https://"));
+        }
         unsetenv("PACKAGES_INDEX_URL");
+        /* the wheelhouse: an existing directory, by absolute path */
+        setenv("PACKAGES_WHEELHOUSE", "/tmp", 1);
+        assert_int_equal(hxs_config_from_env(&c, &err), 0);
+        assert_string_equal(c.packages_wheelhouse, "/tmp");
+        static const char *const bad_houses[] = { "relative/dir", "/no/such/wheelhouse", "/dev/null" };
+        for (size_t i = 0; i < sizeof(bad_houses) / sizeof(bad_houses[0]); i++) {
+                setenv("PACKAGES_WHEELHOUSE", bad_houses[i], 1);
+                assert_true(hxs_config_from_env(&c, &err) < 0);
+                assert_string_equal(err.field, "PACKAGES_WHEELHOUSE");
+        }
+        unsetenv("PACKAGES_WHEELHOUSE");
+        setenv("PACKAGES_CACHE_DIR", "cache", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "PACKAGES_CACHE_DIR");
+        unsetenv("PACKAGES_CACHE_DIR");
+        setenv("PACKAGES_CACHE_MB", "2000000", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        assert_string_equal(err.field, "PACKAGES_CACHE_MB");
+        setenv("PACKAGES_CACHE_MB", "15", 1);
+        assert_true(hxs_config_from_env(&c, &err) < 0);
+        unsetenv("PACKAGES_CACHE_MB");
 }
 
 static void test_identity_settings(void **state)

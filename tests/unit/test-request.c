@@ -133,10 +133,13 @@ static void test_env(void **state)
 static void test_packages(void **state)
 {
         static const char *const good[] = { "numpy", "pandas>=1.5", "scipy==1.10.1", "a-b_c.d",
-                                            "requests[socks]", "x>=1,<2", "pkg~=1.4" };
+                                            "requests[socks]", "x>=1,<2", "pkg~=1.4", "x!=1.0.*",
+                                            "x==1!2.0", "x<v2" };
         static const char *const bad[] = { "", "-r req.txt", "--index-url=http://x", "git+https://x/y",
                                            "./local", "/abs/path", "pkg @ https://x", "pkg; python_version<'3'",
-                                           "numpy==", "a b" };
+                                           "numpy==", "a b", "x=<1", "x~1", "x===1", "x==>1", "x>=1,",
+                                           "x>=1 --hash=sha256:00", "x==a1",
+                                           "a123456789012345678901234567890123456789012345678901234567890123" };
         hxs_error err = { 0 };
         for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
                 hxs_request *r = make("x");

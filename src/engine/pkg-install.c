@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * packages=: the install step of an execution. When a request names packages the
+ * image lacks and a wheelhouse or an index is configured, the execution first looks its
+ * requirements up in the package cache (pkgcache.h). On a miss with an index, a
+ * downloader (pip, wheels only) runs on the host as an unprivileged user, its pidfd,
+ * output and timer in the execution's epoll fd; what it downloads becomes the
+ * installer's wheelhouse. Then (or at once, from the wheelhouse) it runs the installer
+ * (pkg-install.py) in a sandbox of its own, with the request's memory limit and
+ * timeout, the wheelhouse read-only and an empty cache directory writable; that
+ * sandbox's epoll fd sits inside the execution's, so the service's loop never waits
+ * for it. When it ends, the set is committed to the cache and the program starts with
+ * whatever time is left, the set bound read-only at /opt/packages. The installer's
+ * output never reaches the program's stdout: it becomes an error message or nothing.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/exec.h"
+
+extern const char hxs_pkg_install_py[];
+
+#define TAG_INSTALLER 100
+#define TAG_FETCH_OUT 101
+#define TAG_FETCH_PID 102
+#define TAG_FETCH_TIMER 103
+#define INSTALL_MAX_FILES 200000
+
+static int installer_request(const hxs_exec *x, hxs_request **ret)
+{
+        const hxs_engine *e = x->engine;
+        hxs_request *r = hxs_request_new();
+        if (!r)
+                return -ENOMEM;
+        json_t *in = json_object(), *reqs = json_array();
+        for (size_t i = 0; in && reqs && i < x->req->n_packages; i++)
+                json_array_append_new(reqs, json_string(x->req->packages[i]));
+        json_object_set_new(in, "requirements", reqs);
+        json_object_set_new(in, "max_bytes", json_integer((json_int_t)e->pkgcache.limit_bytes));
+        json_object_set_new(in, "max_files", json_integer(INSTALL_MAX_FILES));
+        char *text = in ? json_dumps(in, JSON_COMPACT) : NULL;
+        json_decref(in);
+        int q = text ? 0 : -ENOMEM;
+        if (q == 0)
+                q = hxs_request_set_code(r, hxs_pkg_install_py, strlen(hxs_pkg_install_py));
+        if (q == 0)
+                q = hxs_request_set_stdin(r, text, strlen(text));
+        free(text);
+        if (q < 0) {
+                hxs_request_free(r);
+                return q;
+        }
+        r->language = HXS_LANG_PYTHON;
+        r->timeout_s = x->req->timeout_s;
+        r->memory_mb = x->req->memory_mb;
+        *ret = r;
+        return 0;
+}
+
+static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err);
+static int start_fetch(hxs_exec *x, hxs_error *err);
+
+int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err)
+{
+        pkgcache *c = &e->pkgcache;
+        if (x->req->language != HXS_LANG_PYTHON)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
+                                      "packages: only python executions can ask for packages");
+        int r = pkgcache_request_key(c, x->req, x->request_key, err);
+        if (r < 0)
+                return r;
+        if (pkgcache_lookup(c, x->request_key, &x->pkg) == 1) {
+                snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
+                x->packages = HXS_PACKAGES_CACHED;
+                return 0;
+        }
+        r = pkgcache_stage(c, c->owner_uid, x->stage, err);
+        if (r < 0)
+                return r;
+        x->packages = HXS_PACKAGES_INSTALLED;
+        if (c->index_url[0]) {
+                /* first the downloader, on the host; the installer once it is done */
+                r = pkgcache_stage(c, c->fetch_uid, x->fetch_dir, err);
+                if (r < 0)
+                        return r;
+                return start_fetch(x, err);
+        }
+        return start_installer(x, c->wheelhouse, err);
+}
+
+/* The installer's sandbox, with wheel_dir as its read-only /wheelhouse. */
+static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err)
+{
+        hxs_engine *e = x->engine;
+        int r;
+        hxs_request *ireq;
+        r = installer_request(x, &ireq);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+        hxs_exec *ix;
+        r = exec_new(e, ireq, &ix, err);
+        if (r < 0)
+                return r;
+        snprintf(ix->wheelhouse_dir, sizeof(ix->wheelhouse_dir), "%s", wheel_dir);
+        snprintf(ix->target_dir, sizeof(ix->target_dir), "%s", x->stage);
+        ix->started = x->started;
+        /* what the download left of the timeout (at least a moment: it then times out) */
+        uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
+        ix->budget_ms = used < limit ? limit - used : 1;
+        r = e->ops->start(e, ix, err);
+        if (r < 0) {
+                hxs_wrap(err, r, "packages: starting the installer");
+                hxs_exec_free(ix);
+                return r;
+        }
+        struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_INSTALLER };
+        if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, ix->epfd, &ev) < 0) {
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "epoll: %s", strerror(errno));
+                hxs_exec_free(ix);
+                return r;
+        }
+        x->installer = ix;
+        return 0;
+}
+
+static void drop_installer(hxs_exec *x)
+{
+        if (!x->installer)
+                return;
+        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->installer->epfd, NULL);
+        hxs_exec_free(x->installer);
+        x->installer = NULL;
+}
+
+static void fetch_close(hxs_exec *x)
+{
+        if (x->fetch_pidfd >= 0 && !x->fetch_reaped) {
+                siginfo_t si;
+                (void)pidfd_send_signal(x->fetch_pidfd, SIGKILL, NULL, 0);
+                (void)waitid((idtype_t)P_PIDFD, (id_t)x->fetch_pidfd, &si, WEXITED);
+                x->fetch_reaped = true;
+        }
+        int *fds[] = { &x->fetch_pidfd, &x->fetch_out_fd, &x->fetch_timer_fd };
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                if (*fds[i] >= 0) {
+                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, *fds[i], NULL);
+                        close_fd(fds[i]);
+                }
+        x->fetching = false;
+}
+
+void pkg_abandon(hxs_exec *x)
+{
+        drop_installer(x);
+        fetch_close(x);
+        if (x->stage[0]) {
+                pkgcache_discard(&x->engine->pkgcache, x->stage);
+                x->stage[0] = '\0';
+        }
+        if (x->fetch_dir[0]) {
+                pkgcache_discard(&x->engine->pkgcache, x->fetch_dir);
+                x->fetch_dir[0] = '\0';
+        }
+}
+
+void pkg_fetch_kill(hxs_exec *x)
+{
+        if (x->fetch_pidfd >= 0 && !x->fetch_reaped)
+                (void)pidfd_send_signal(x->fetch_pidfd, SIGKILL, NULL, 0);
+}
+
+static void end_with_error(hxs_exec *x, const hxs_error *err)
+{
+        x->setup_failed = true;
+        x->setup_error = *err;
+        x->done = true;
+}
+
+/* The install ended the execution without running the program (time, memory, kill):
+ * a result like the program's own would be, with the reason on stderr. */
+static void end_with_result(hxs_exec *x, int status, bool have_status, bool timed_out, bool oom, const char *why)
+{
+        hxs_result *res = &x->result;
+        hxs_result_set_status(res, status, have_status, timed_out, oom);
+        res->execution_time_ms = hxs_exec_elapsed_ms(x);
+        res->stdout_data = calloc(1, 1);
+        res->stderr_data = strdup(why);
+        res->stderr_len = res->stderr_data ? strlen(why) : 0;
+        res->packages = x->packages;
+        x->done = true;
+}
+
+/* The installer's last stdout line, as JSON. */
+static json_t *installer_report(const hxs_result *res)
+{
+        if (!res->stdout_data || res->stdout_len == 0)
+                return NULL;
+        const char *end = res->stdout_data + res->stdout_len;
+        while (end > res->stdout_data && end[-1] == '\n')
+                end--;
+        const char *line = end;
+        while (line > res->stdout_data && line[-1] != '\n')
+                line--;
+        return json_loadb(line, (size_t)(end - line), JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* stderr's last line, for a message. */
+static const char *last_line(const hxs_result *res, int *len)
+{
+        const char *s = res->stderr_data ? res->stderr_data : "";
+        const char *end = s + res->stderr_len;
+        while (end > s && end[-1] == '\n')
+                end--;
+        const char *line = end;
+        while (line > s && line[-1] != '\n')
+                line--;
+        *len = (int)(end - line) > 200 ? 200 : (int)(end - line);
+        return line;
+}
+
+static void installed(hxs_exec *x, const hxs_result *res)
+{
+        hxs_engine *e = x->engine;
+        hxs_error err = { 0 };
+        json_t *rep = installer_report(res);
+        json_t *wheels = json_object_get(rep, "wheels");
+        size_t n = json_array_size(wheels);
+        char **names = calloc(n + 1, sizeof(char *));
+        if (!json_is_array(wheels) || !names) {
+                int len;
+                const char *l = last_line(res, &len);
+                hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
+                               "packages: the installer gave no list of wheels (%.*s)", len, l);
+                goto fail;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *s = json_string_value(json_array_get(wheels, i));
+                if (!s) {
+                        hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages", "packages: the installer's list of wheels is malformed");
+                        goto fail;
+                }
+                names[i] = (char *)s;
+        }
+        int r = pkgcache_commit(&e->pkgcache, x->stage, x->fetch_dir[0] ? x->fetch_dir : e->pkgcache.wheelhouse,
+                                x->request_key, names, n, &x->pkg, &err);
+        x->stage[0] = '\0'; /* committed or removed */
+        if (x->fetch_dir[0]) { /* the downloads served their purpose */
+                pkgcache_discard(&e->pkgcache, x->fetch_dir);
+                x->fetch_dir[0] = '\0';
+        }
+        if (r < 0)
+                goto fail;
+        snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
+        free(names);
+        json_decref(rep);
+
+        uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
+        if (used >= limit) {
+                end_with_result(x, 0, false, true, false,
+                                "hexr-sandbox: installing packages used the whole timeout\n");
+                return;
+        }
+        x->budget_ms = limit - used;
+        r = e->ops->start(e, x, &err);
+        if (r < 0)
+                end_with_error(x, &err);
+        return;
+fail:
+        free(names);
+        json_decref(rep);
+        pkg_abandon(x);
+        end_with_error(x, &err);
+}
+
+static int fetch_step(hxs_exec *x);
+
+int pkg_install_step(hxs_exec *x)
+{
+        if (x->fetching)
+                return fetch_step(x);
+        hxs_exec *ix = x->installer;
+        /* x->epfd holds only the installer's epoll fd (level-triggered): its own
+         * processing consumes the events */
+        hxs_exec_process(ix);
+        if (!hxs_exec_done(ix))
+                return 0;
+        hxs_result res = { 0 };
+        hxs_error err = { 0 };
+        int r = hxs_exec_take_result(ix, &res, &err);
+        drop_installer(x);
+        if (r < 0) {
+                hxs_wrap(&err, r, "packages: the installer's sandbox");
+                pkg_abandon(x);
+                end_with_error(x, &err);
+                return 0;
+        }
+        if (x->killed) {
+                pkg_abandon(x);
+                end_with_result(x, SIGKILL, true, false, false, "");
+        } else if (res.timed_out) {
+                pkg_abandon(x);
+                end_with_result(x, 0, false, true, false,
+                                "hexr-sandbox: installing packages used the whole timeout\n");
+        } else if (res.oom_killed) {
+                pkg_abandon(x);
+                end_with_result(x, SIGKILL, true, false, true,
+                                "hexr-sandbox: installing packages ran out of memory (memory_mb)\n");
+        } else if (res.exit_code == 3) {
+                /* the installer refused: a package not found, or one it cannot install */
+                json_t *rep = installer_report(&res);
+                const char *msg = json_string_value(json_object_get(rep, "message"));
+                /* not found, or a wheel it will not install: either way a 422 naming it */
+                hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", "packages: %.300s",
+                               msg ? msg : "the installer refused them");
+                json_decref(rep);
+                pkg_abandon(x);
+                end_with_error(x, &err);
+        } else if (res.exit_code != 0) {
+                int len;
+                const char *l = last_line(&res, &len);
+                hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
+                               "packages: the installer failed with exit code %d: %.*s", res.exit_code, len, l);
+                pkg_abandon(x);
+                end_with_error(x, &err);
+        } else {
+                installed(x, &res);
+        }
+        hxs_result_clear(&res);
+        return 0;
+}
+
+/* ---- from an index: the downloader ------------------------------------------------- */
+
+/* What the downloader runs: pip, wheels only (nothing is built, so no package code
+ * runs), no cache, no prompts, into its directory. Dependencies are resolved by pip;
+ * the installer then resolves again, offline, against what was downloaded and the
+ * image. Built in the parent: the child only calls the kernel. */
+static int fetch_argv(const hxs_exec *x, char ***ret)
+{
+        const pkgcache *c = &x->engine->pkgcache;
+        size_t n = 0, max = 32 + x->req->n_packages;
+        char **argv = calloc(max, sizeof(char *));
+        if (!argv)
+                return -ENOMEM;
+        const char *fixed[] = { "/usr/bin/python3", "-I", "-m", "pip", "download", "--only-binary=:all:",
+                                "--no-cache-dir", "--disable-pip-version-check", "--no-input",
+                                "--progress-bar", "off", "--dest", x->fetch_dir, "--index-url", c->index_url };
+        for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+                argv[n++] = strdup(fixed[i]);
+        if (strncmp(c->index_url, "http://", 7) == 0) {
+                /* pip refuses plain http unless told; the operator chose this URL */
+                const char *host = c->index_url + 7;
+                argv[n++] = strdup("--trusted-host");
+                argv[n++] = strndup(host, strcspn(host, "/?#"));
+        }
+        if (c->wheelhouse[0]) {
+                argv[n++] = strdup("--find-links");
+                argv[n++] = strdup(c->wheelhouse);
+        }
+        argv[n++] = strdup("--");
+        for (size_t i = 0; i < x->req->n_packages; i++)
+                argv[n++] = strdup(x->req->packages[i]);
+        for (size_t i = 0; i < n; i++)
+                if (!argv[i]) {
+                        for (size_t j = 0; j < n; j++)
+                                free(argv[j]);
+                        free(argv);
+                        return -ENOMEM;
+                }
+        *ret = argv;
+        return 0;
+}
+
+static void free_argv(char **argv)
+{
+        for (char **p = argv; p && *p; p++)
+                free(*p);
+        free(argv);
+}
+
+static int start_fetch(hxs_exec *x, hxs_error *err)
+{
+        const hxs_engine *e = x->engine;
+        const pkgcache *c = &e->pkgcache;
+        char **argv = NULL;
+        int r = fetch_argv(x, &argv);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+        char home[600];
+        snprintf(home, sizeof(home), "HOME=%s", x->fetch_dir);
+        char *envp[] = { "PATH=/usr/bin:/bin", home, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", NULL };
+        int out[2];
+        if (pipe2(out, O_CLOEXEC) < 0) {
+                r = -errno;
+                free_argv(argv);
+                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: pipe: %s", strerror(-r));
+        }
+        uid_t uid = c->fetch_uid;
+        rlim_t fsize = (rlim_t)c->limit_bytes, mem = (rlim_t)(x->req->memory_mb + 512) << 20;
+        pid_t pid = fork();
+        if (pid == 0) {
+                /* an unprivileged host user with a clean environment; dies with us */
+                struct rlimit rl_f = { fsize, fsize }, rl_c = { 0, 0 }, rl_n = { 1024, 1024 }, rl_a = { mem, mem };
+                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                umask(022); /* the installer's sandbox user reads what it downloads */
+                /* the death signal after the uid change, which clears it */
+                if (setsid() < 0 || devnull < 0 ||
+                    dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0 ||
+                    syscall(SYS_close_range, 3, ~0U, 0) < 0 || chdir("/") < 0 || setgroups(0, NULL) < 0 ||
+                    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 ||
+                    prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1 ||
+                    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || setrlimit(RLIMIT_FSIZE, &rl_f) < 0 ||
+                    setrlimit(RLIMIT_CORE, &rl_c) < 0 || setrlimit(RLIMIT_NOFILE, &rl_n) < 0 ||
+                    setrlimit(RLIMIT_AS, &rl_a) < 0)
+                        _exit(126);
+                signal(SIGPIPE, SIG_DFL);
+                execve(argv[0], argv, envp);
+                _exit(127);
+        }
+        int saved = errno;
+        close(out[1]);
+        free_argv(argv);
+        if (pid < 0) {
+                close(out[0]);
+                return hxs_fail(err, HXS_ERR_SETUP, -saved, "packages: fork: %s", strerror(saved));
+        }
+        x->fetch_pid = pid;
+        x->fetch_out_fd = out[0];
+        x->fetching = true;
+        x->fetch_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        x->fetch_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        uint64_t limit = (uint64_t)x->req->timeout_s * 1000;
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(limit / 1000), .tv_nsec = (long)(limit % 1000) * 1000000 } };
+        struct epoll_event ev_out = { .events = EPOLLIN, .data.u64 = TAG_FETCH_OUT },
+                           ev_pid = { .events = EPOLLIN, .data.u64 = TAG_FETCH_PID },
+                           ev_tim = { .events = EPOLLIN, .data.u64 = TAG_FETCH_TIMER };
+        if (x->fetch_pidfd < 0 || x->fetch_timer_fd < 0 || timerfd_settime(x->fetch_timer_fd, 0, &its, NULL) < 0 ||
+            fcntl(x->fetch_out_fd, F_SETFL, O_NONBLOCK) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_out_fd, &ev_out) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_pidfd, &ev_pid) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_timer_fd, &ev_tim) < 0) {
+                r = -errno;
+                if (x->fetch_pidfd < 0) { /* cannot happen for our own child; reap it by pid */
+                        kill(pid, SIGKILL);
+                        (void)waitpid(pid, NULL, 0);
+                        x->fetch_reaped = true;
+                }
+                fetch_close(x);
+                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: watching the downloader: %s", strerror(-r));
+        }
+        return 0;
+}
+
+/* pip's reason, for a message: "No matching distribution found for NAME" names what
+ * is missing (a requirement or a dependency); else its last line. */
+static void fetch_failed(hxs_exec *x)
+{
+        hxs_error err = { 0 };
+        size_t len = 0;
+        char *log = capbuf_steal(&x->fetch_log, &len);
+        const char *text = log ? log : "";
+        const char *nm = strstr(text, "No matching distribution found for ");
+        if (nm) {
+                nm += strlen("No matching distribution found for ");
+                int l = (int)strcspn(nm, "\n");
+                hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
+                               "packages: %.*s: no wheel for it in the package index", l > 200 ? 200 : l, nm);
+        } else {
+                const char *end = text + len;
+                while (end > text && (end[-1] == '\n' || end[-1] == ' '))
+                        end--;
+                const char *line = end;
+                while (line > text && line[-1] != '\n')
+                        line--;
+                int l = (int)(end - line) > 200 ? 200 : (int)(end - line);
+                hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
+                               "packages: downloading from the package index failed (exit %d): %.*s",
+                               WIFEXITED(x->fetch_status) ? WEXITSTATUS(x->fetch_status) : 128 + WTERMSIG(x->fetch_status),
+                               l, line);
+        }
+        free(log);
+        pkg_abandon(x);
+        end_with_error(x, &err);
+}
+
+static int fetch_step(hxs_exec *x)
+{
+        struct epoll_event evs[4];
+        int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
+        for (int i = 0; i < n; i++) {
+                switch (evs[i].data.u64) {
+                case TAG_FETCH_OUT:
+                        for (int k = 0; k < 16 && x->fetch_out_fd >= 0; k++) {
+                                ssize_t q = capbuf_read_fd(&x->fetch_log, x->fetch_out_fd);
+                                if (q == -EAGAIN)
+                                        break;
+                                if (q <= 0) {
+                                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_out_fd, NULL);
+                                        close_fd(&x->fetch_out_fd);
+                                }
+                        }
+                        break;
+                case TAG_FETCH_PID: {
+                        siginfo_t si = { 0 };
+                        if (waitid((idtype_t)P_PIDFD, (id_t)x->fetch_pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
+                                x->fetch_reaped = true;
+                                x->fetch_status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+                                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_pidfd, NULL);
+                        }
+                        break;
+                }
+                case TAG_FETCH_TIMER: {
+                        uint64_t ticks;
+                        (void)!read(x->fetch_timer_fd, &ticks, sizeof(ticks));
+                        x->fetch_timed_out = true;
+                        pkg_fetch_kill(x);
+                        break;
+                }
+                default:
+                        break;
+                }
+        }
+        /* done once pip is reaped and its output closed (it has no children that keep
+         * the pipe open longer than the time limit: the timer kills its session) */
+        if (!x->fetch_reaped || x->fetch_out_fd >= 0) {
+                if (x->fetch_reaped && x->fetch_timed_out && x->fetch_out_fd >= 0) {
+                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_out_fd, NULL);
+                        close_fd(&x->fetch_out_fd);
+                } else {
+                        return 0;
+                }
+        }
+        fetch_close(x);
+        if (x->killed) {
+                pkg_abandon(x);
+                end_with_result(x, SIGKILL, true, false, false, "");
+        } else if (x->fetch_timed_out) {
+                pkg_abandon(x);
+                end_with_result(x, 0, false, true, false,
+                                "hexr-sandbox: downloading packages used the whole timeout\n");
+        } else if (!WIFEXITED(x->fetch_status) || WEXITSTATUS(x->fetch_status) != 0) {
+                fetch_failed(x);
+        } else {
+                hxs_error err = { 0 };
+                int r = start_installer(x, x->fetch_dir, &err);
+                if (r < 0) {
+                        pkg_abandon(x);
+                        end_with_error(x, &err);
+                }
+        }
+        return 0;
+}

@@ -93,9 +93,10 @@ def test_seed_examples_and_limits(vm_service, openapi):
     assert health["vm"]["accel"] == "tcg"
     assert health["vm"]["pool_target"] == 2
 
-    # seed 000 quick start (pandas): byte-identical to the host's own run
+    # seed 000 quick start (pandas, asked for as a package the image has): byte-identical
+    # to the host's own run
     status, headers, res = post_exec(url, {"code": seeds.SEED000_QUICK_START, "language": "python",
-                                           "timeout": 300}, timeout=HANG)
+                                           "packages": ["pandas"], "timeout": 300}, timeout=HANG)
     openapi.check("POST", "/api/v1/exec", status, headers, res)
     host = seeds.host_run(seeds.SEED000_QUICK_START)
     assert res["exit_code"] == 0, res
@@ -255,3 +256,20 @@ def test_qemu_is_jailed(vm_service):
             mounts = {line.split()[4]: line.split()[5] for line in f}
         assert "ro" in mounts["/"].split(","), mounts["/"]
         assert "ro" in mounts["/dev"].split(","), mounts["/dev"]
+
+
+def test_packages_beyond_the_image_are_a_clear_422(start_service, tmp_path):
+    """The install step of packages= serves the namespace backend; a microVM runs what its
+    image has, and says so (no VM is booted for it)."""
+    _image_ready()
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(wheelhouse, 0o755)
+    svc = start_service(env=vm_env(VM_POOL_SIZE="0", PACKAGES_WHEELHOUSE=str(wheelhouse),
+                                   PACKAGES_CACHE_DIR=str(tmp_path / "pkgcache")))
+    status, _, res = post_exec(svc.url, {"code": "import hexr_nothing", "language": "python",
+                                         "packages": ["hexr-nothing-such"]}, timeout=HANG)
+    assert status == 422, res
+    msg = res["error"]["message"]
+    assert "hexr-nothing-such" in msg and "microVM image" in msg and "namespace backend" in msg, msg

@@ -112,8 +112,15 @@ def start(wheelhouse: Path, cache: Optional[Path] = None, **env: str) -> Tuple[S
 def svc(wheelhouse: Path) -> Iterator[Tuple[Service, Path]]:
     s, cache = start(wheelhouse)
     yield s, cache
-    _stop_checked(s)
-    safe_rmtree(str(cache.parent))
+    stop_and_clean(s, cache)
+
+
+def stop_and_clean(s: Service, cache: Path) -> None:
+    """Stops s (failing the test if it did not exit 0) and removes its cache either way."""
+    try:
+        _stop_checked(s)
+    finally:
+        safe_rmtree(str(cache.parent))
 
 
 def run(s: Service, body: Dict[str, Any], expect: int = 200) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -262,8 +269,7 @@ def test_install_size_is_capped(wheelhouse: Path) -> None:
         assert status == 422 and "File too large" in reply["error"]["message"], reply
         assert staged(cache) == [] and sets(cache) == []
     finally:
-        _stop_checked(s)
-        safe_rmtree(str(cache.parent))
+        stop_and_clean(s, cache)
 
 
 def test_javascript_packages_are_refused(svc: Tuple[Service, Path]) -> None:
@@ -396,8 +402,7 @@ def test_cache_size_limit_evicts_least_recently_used_but_not_in_use(wheelhouse: 
             status, _, slow_reply = fut.result()
         assert status == 200 and slow_reply["stdout"] == size, slow_reply
     finally:
-        _stop_checked(s)
-        safe_rmtree(str(cache.parent))
+        stop_and_clean(s, cache)
 
 
 def _install_in_background(s: Service, cache: Path, pool: concurrent.futures.Executor) -> concurrent.futures.Future:
@@ -423,8 +428,7 @@ def test_client_gone_during_install_leaves_nothing(wheelhouse: Path) -> None:
         reply, log = run(s, {"code": "import hxs_alpha; print(hxs_alpha.VALUE)", "packages": ["hxs-alpha==1.0"]})
         assert reply["stdout"] == "alpha-1.0\n" and log["packages"] == "installed"
     finally:
-        _stop_checked(s)
-        safe_rmtree(str(cache.parent))
+        stop_and_clean(s, cache)
 
 
 def _installer_pids() -> List[int]:
@@ -461,8 +465,7 @@ def test_the_installer_runs_in_a_sandbox_without_network(wheelhouse: Path) -> No
             status, _, reply = fut.result()
             assert status == 200 and reply["exit_code"] == 0, reply
     finally:
-        _stop_checked(s)
-        safe_rmtree(str(cache.parent))
+        stop_and_clean(s, cache)
 
 
 def test_service_killed_during_install_next_start_sweeps(wheelhouse: Path) -> None:
@@ -483,8 +486,9 @@ def test_service_killed_during_install_next_start_sweeps(wheelhouse: Path) -> No
     finally:
         s.stop(timeout=5)
         if s2:
-            _stop_checked(s2)
-        safe_rmtree(str(cache.parent))
+            stop_and_clean(s2, cache)
+        else:
+            safe_rmtree(str(cache.parent))
 
 
 # ---- from a package index (PACKAGES_INDEX_URL) ----------------------------------------------
@@ -549,5 +553,4 @@ def test_install_from_a_package_index(index: Tuple[str, Path], wheelhouse: Path)
                            "packages": ["hxs-idx-lib"]})
         assert reply["stdout"] == "['lo']\n"  # the service downloads; the sandbox still has no network
     finally:
-        _stop_checked(s)
-        safe_rmtree(str(cache.parent))
+        stop_and_clean(s, cache)

@@ -40,6 +40,28 @@ static int cmp_digest(const void *a, const void *b)
         return strcmp((const char *)a, (const char *)b);
 }
 
+/* A DIR stream of its own on name below dirfd ("." for dirfd itself: a dup would share
+ * the read offset with every other reader of dirfd). NULL with errno on failure. */
+static DIR *opendir_at(int dirfd, const char *name, int flags)
+{
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags);
+        if (fd < 0)
+                return NULL;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int e = errno;
+                close(fd);
+                errno = e;
+        }
+        return d;
+}
+
+/* dirfd(3), for functions whose parameter is named dirfd */
+static int dir_fd(DIR *d)
+{
+        return dirfd(d);
+}
+
 static bool is_key(const char *s)
 {
         if (strlen(s) != 64)
@@ -58,14 +80,10 @@ static int rm_tree_depth(int dirfd, const char *name, int depth)
                 return -errno;
         if (depth > TREE_MAX_DEPTH)
                 return -ELOOP;
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_at(dirfd, name, O_NOFOLLOW);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
+        int fd = dir_fd(d);
         int r = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
@@ -95,14 +113,10 @@ static uint64_t tree_bytes(int dirfd, const char *name, int depth)
         uint64_t total = (uint64_t)st.st_blocks * 512;
         if (!S_ISDIR(st.st_mode) || depth > TREE_MAX_DEPTH)
                 return total;
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_at(dirfd, name, O_NOFOLLOW);
+        if (!d)
                 return total;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return total;
-        }
+        int fd = dir_fd(d);
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
@@ -142,14 +156,10 @@ static void add_names(const char *rootfs, const char *path, char ***names, size_
 {
         char p[512];
         snprintf(p, sizeof(p), "%s%s", rootfs, path);
-        int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_at(AT_FDCWD, p, 0);
+        if (!d)
                 return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
+        int fd = dir_fd(d);
         struct dirent *de;
         char name[128];
         while ((de = readdir(d))) {
@@ -189,14 +199,10 @@ static bool has_name(char *const *names, size_t n, const char *name)
  * start imports, but a template would keep its own copy. */
 static pkg_warm set_warmth(pkgcache *c, int setfd)
 {
-        int fd = openat(setfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_at(setfd, ".", 0);
+        if (!d)
                 return PKG_WARM_NONE;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return PKG_WARM_NONE;
-        }
+        int fd = dir_fd(d);
         pkg_warm w = PKG_WARM_ANY;
         struct dirent *de;
         char name[128];
@@ -220,14 +226,9 @@ static pkg_warm set_warmth(pkgcache *c, int setfd)
 /* Leftovers of an engine that died: stages named <pid>.<n> whose pid is gone. */
 static void sweep_tmp(pkgcache *c)
 {
-        int fd = openat(c->tmp_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset: dup would share it */
-        if (fd < 0)
+        DIR *d = opendir_at(c->tmp_fd, ".", 0);
+        if (!d)
                 return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
@@ -344,15 +345,11 @@ static int cmp_str(const void *a, const void *b)
 int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_error *err)
 {
         /* without a wheelhouse, the listing is that of an empty directory */
-        int fd = open(c->wheelhouse[0] ? c->wheelhouse : c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_at(AT_FDCWD, c->wheelhouse[0] ? c->wheelhouse : c->dir, 0);
+        if (!d)
                 return hxs_fail(err, HXS_ERR_SETUP, -errno, "PACKAGES_WHEELHOUSE: %s: %s", c->wheelhouse,
                                 strerror(errno));
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "PACKAGES_WHEELHOUSE: %s", strerror(errno));
-        }
+        int fd = dir_fd(d);
         whl_entry *ents = NULL;
         size_t n = 0, cap = 0;
         struct dirent *de;
@@ -538,14 +535,9 @@ static uint64_t set_bytes(pkgcache *c, const char *key)
 #define ALIAS_MAX 20000
 static void prune_aliases(pkgcache *c)
 {
-        int fd = openat(c->req_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_at(c->req_fd, ".", 0);
+        if (!d)
                 return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         size_t kept = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
@@ -568,14 +560,9 @@ static void prune_aliases(pkgcache *c)
 /* Least recently used first, until the cache fits; sets in use are skipped. */
 static void evict(pkgcache *c)
 {
-        int fd = openat(c->sets_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset: dup would share it */
-        if (fd < 0)
+        DIR *d = opendir_at(c->sets_fd, ".", 0);
+        if (!d)
                 return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         set_info *sets = NULL;
         size_t n = 0, cap = 0;
         uint64_t total = 0;

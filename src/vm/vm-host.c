@@ -2,6 +2,7 @@
 /* What the microVM backend needs from the host, checked once at start-up. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/kvm.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +106,7 @@ static bool cpu_has_virt(void)
         return found;
 }
 
-bool vm_kvm_usable(char *why, size_t why_size)
+static bool kvm_check(char *why, size_t why_size)
 {
         if (access("/dev/kvm", F_OK) == 0 && !cpu_has_virt()) {
                 snprintf(why, why_size, "/dev/kvm is there but the CPU shows no vmx/svm: a paravirtual "
@@ -131,6 +132,22 @@ bool vm_kvm_usable(char *why, size_t why_size)
                 return false;
         snprintf(why, why_size, "/dev/kvm runs guests");
         return true;
+}
+
+/* Checked once per process: the auto choice, vm_host_init and doctor all ask, and the
+ * check boots a test VM. */
+bool vm_kvm_usable(char *why, size_t why_size)
+{
+        static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        static int usable = -1;
+        static char reason[200];
+        pthread_mutex_lock(&mu);
+        if (usable < 0)
+                usable = kvm_check(reason, sizeof(reason));
+        snprintf(why, why_size, "%s", reason);
+        bool r = usable;
+        pthread_mutex_unlock(&mu);
+        return r;
 }
 
 /* The guest's TSC under TCG runs at the host's rate; without tsc_early_khz the guest

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Caller identity parsers: SPIFFE ID syntax, X-Forwarded-Client-Cert (including the
- * nasty inputs a client or a confused proxy may send), AUTH_ALLOW and TRUSTED_PROXIES. */
+ * nasty inputs a client or a confused proxy may send, and the certificates it forwards),
+ * AUTH_ALLOW, TRUSTED_PROXIES, SPIFFE_TRUST_BUNDLES, and which trust domain a CA of a
+ * bundle belongs to. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -8,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -225,11 +228,218 @@ static void test_proxies(void **state)
         assert_false(proxies_match(&pl, (struct sockaddr *)&un)); /* unix not listed */
 
         static const char *const bad[] = { "localhost", "10.0.0.0/8", "10.1.2.3:80", "unix:/x", "*",
-                                           "[::1]" };
+                                           "[::1]", "spiffe://td/envoy/", "spiffe://TD/envoy",
+                                           "10.1.2.3, spiffe://td/a/../b" };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 assert_int_equal(proxies_parse(bad[i], &pl, msg, sizeof(msg)), -EINVAL);
                 assert_non_null(strstr(msg, "TRUSTED_PROXIES"));
         }
+
+        /* the proxy's own SPIFFE ID, exact */
+        assert_int_equal(proxies_parse("127.0.0.1, spiffe://prod.example/envoy", &pl, msg, sizeof(msg)), 0);
+        assert_true(proxies_by_address(&pl) && proxies_by_id(&pl));
+        assert_true(proxies_match_id(&pl, "spiffe://prod.example/envoy"));
+        assert_false(proxies_match_id(&pl, "spiffe://prod.example/envoy/x"));
+        assert_false(proxies_match_id(&pl, "spiffe://prod.example"));
+        assert_false(proxies_match_id(&pl, ""));
+        assert_false(proxies_match_id(&pl, NULL));
+        proxies_free(&pl);
+        assert_int_equal(proxies_parse("spiffe://prod.example/envoy", &pl, msg, sizeof(msg)), 0);
+        assert_false(proxies_by_address(&pl));
+        assert_false(proxies_match(&pl, (struct sockaddr *)&un));
+        proxies_free(&pl);
+        proxies_free(&pl); /* twice is harmless */
+}
+
+static void test_trust_domains(void **state)
+{
+        char td[SPIFFE_TD_MAX + 1];
+
+        assert_int_equal(trust_domain_check("prod.example", 12, NULL), 0);
+        assert_int_equal(trust_domain_check("Prod.example", 12, NULL), -EINVAL);
+        assert_int_equal(trust_domain_check("", 0, NULL), -EINVAL);
+        assert_int_equal(trust_domain_check("a/b", 3, NULL), -EINVAL);
+        assert_int_equal(spiffe_trust_domain("spiffe://prod.example/agents/a", 30, td, sizeof(td)), 0);
+        assert_string_equal(td, "prod.example");
+        assert_int_equal(spiffe_trust_domain("spiffe://prod.example", 21, td, sizeof(td)), 0);
+        assert_string_equal(td, "prod.example");
+        assert_int_equal(spiffe_trust_domain("spiffe://prod.example/", 22, td, sizeof(td)), -EINVAL);
+        assert_int_equal(spiffe_trust_domain("https://prod.example/a", 22, td, sizeof(td)), -EINVAL);
+        assert_int_equal(spiffe_trust_domain("spiffe://prod.example/a", 23, td, 5), -EINVAL);
+}
+
+static void test_bundles(void **state)
+{
+        bundle_list bl;
+        char msg[400];
+
+        assert_int_equal(bundles_parse(" prod.example=/etc/b/prod.pem , partner.example=/etc/b/p.pem,", &bl,
+                                       msg, sizeof(msg)), 0);
+        assert_int_equal(bl.n, 2);
+        assert_string_equal(bl.e[0].td, "prod.example");
+        assert_string_equal(bl.e[0].path, "/etc/b/prod.pem");
+        assert_string_equal(bl.e[1].td, "partner.example");
+        bundles_free(&bl);
+        assert_int_equal(bundles_parse("", &bl, msg, sizeof(msg)), 0);
+        assert_int_equal(bl.n, 0);
+
+        static const struct { const char *text, *needle; } bad[] = {
+                { "prod.example", "trust-domain=/path" },
+                { "=/x.pem", "empty trust domain" },
+                { "Prod.example=/x.pem", "character outside" },
+                { "spiffe://prod.example=/x.pem", "without spiffe://" },
+                { "prod.example/x=/x.pem", "character outside" },
+                { "prod.example=x.pem", "absolute path" },
+                { "prod.example=", "absolute path" },
+                { "prod.example=/a.pem,prod.example=/b.pem", "listed twice" },
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                msg[0] = '\0';
+                assert_int_equal(bundles_parse(bad[i].text, &bl, msg, sizeof(msg)), -EINVAL);
+                assert_non_null(strstr(msg, "SPIFFE_TRUST_BUNDLES"));
+                if (!strstr(msg, bad[i].needle))
+                        fail_msg("%s: %s", bad[i].text, msg);
+        }
+        /* at most TRUST_BUNDLES_MAX */
+        char many[TRUST_BUNDLES_MAX * 24 + 64] = "";
+        for (int i = 0; i <= TRUST_BUNDLES_MAX; i++)
+                snprintf(many + strlen(many), sizeof(many) - strlen(many), "t%d=/b.pem,", i);
+        assert_int_equal(bundles_parse(many, &bl, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "more than 64"));
+}
+
+/* ca_trust_domain for one CA with the given URI SANs. */
+static int attribute(const char *bundle_td, const char *issuer_td, const char *own_td, char *td,
+                     char *msg, size_t n, ...)
+{
+        const char *uris[8];
+        size_t lens[8];
+        va_list ap;
+
+        va_start(ap, n);
+        for (size_t i = 0; i < n; i++) {
+                uris[i] = va_arg(ap, const char *);
+                lens[i] = strlen(uris[i]);
+        }
+        va_end(ap);
+        ca_facts f = { .uris = uris, .uri_lens = lens, .n_uris = n, .bundle_td = bundle_td,
+                       .issuer_td = issuer_td, .own_td = own_td };
+        td[0] = '\0';
+        return ca_trust_domain(&f, td, SPIFFE_TD_MAX + 1, msg, 600);
+}
+
+static void test_ca_attribution(void **state)
+{
+        char td[SPIFFE_TD_MAX + 1], msg[600];
+
+        /* TLS_CLIENT_CA_FILE: the CA's own SPIFFE URI decides... */
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 1, "spiffe://partner.example"), 0);
+        assert_string_equal(td, "partner.example");
+        assert_int_equal(attribute(NULL, NULL, NULL, td, msg, 2, "https://ca.example/about",
+                                   "spiffe://partner.example/ca/1"), 0);
+        assert_string_equal(td, "partner.example");
+        assert_int_equal(attribute(NULL, NULL, NULL, td, msg, 2, "spiffe://partner.example",
+                                   "spiffe://partner.example/x"), 0);
+        assert_string_equal(td, "partner.example");
+        /* ...else its issuer's, when the issuer is in the file (an intermediate)... */
+        assert_int_equal(attribute(NULL, "partner.example", "own.example", td, msg, 0), 0);
+        assert_string_equal(td, "partner.example");
+        assert_int_equal(attribute(NULL, "partner.example", NULL, td, msg, 1, "spiffe://partner.example"), 0);
+        assert_string_equal(td, "partner.example");
+        /* ...else the service's own */
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 0), 0);
+        assert_string_equal(td, "own.example");
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 1, "urn:x:y"), 0);
+        assert_string_equal(td, "own.example");
+        /* nothing says: refused, saying what to set */
+        assert_int_equal(attribute(NULL, NULL, NULL, td, msg, 0), -EINVAL);
+        assert_non_null(strstr(msg, "SPIFFE_TRUST_DOMAIN"));
+        assert_non_null(strstr(msg, "SPIFFE_TRUST_BUNDLES"));
+        assert_int_equal(attribute(NULL, NULL, "", td, msg, 0), -EINVAL);
+        /* ambiguous or wrong */
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 2, "spiffe://a.example",
+                                   "spiffe://b.example"), -EINVAL);
+        assert_non_null(strstr(msg, "two trust domains"));
+        assert_int_equal(attribute(NULL, "prod.example", "prod.example", td, msg, 1, "spiffe://partner.example"),
+                         -EINVAL);
+        assert_non_null(strstr(msg, "issued by a CA of trust domain prod.example"));
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 1, "spiffe://Partner.example"), -EINVAL);
+        assert_non_null(strstr(msg, "not a valid SPIFFE ID"));
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 1, "SPIFFE://partner.example"), -EINVAL);
+        assert_int_equal(attribute(NULL, NULL, "own.example", td, msg, 1, "spiffe://partner.example/"), -EINVAL);
+        assert_int_equal(td[0], '\0'); /* nothing written on failure */
+
+        /* a SPIFFE_TRUST_BUNDLES file: its trust domain, whatever the issuer and own */
+        assert_int_equal(attribute("partner.example", "prod.example", "prod.example", td, msg, 0), 0);
+        assert_string_equal(td, "partner.example");
+        assert_int_equal(attribute("partner.example", NULL, NULL, td, msg, 1, "spiffe://partner.example"), 0);
+        assert_string_equal(td, "partner.example");
+        assert_int_equal(attribute("partner.example", NULL, NULL, td, msg, 1, "spiffe://prod.example"), -EINVAL);
+        assert_non_null(strstr(msg, "names trust domain prod.example, but this is the bundle of partner.example"));
+}
+
+static void test_xfcc_certificates(void **state)
+{
+        xfcc_client x;
+        const char *rule = NULL;
+        char h[512];
+
+        /* Envoy's Cert= and Chain=: URL-encoded PEM, in the last element only */
+        snprintf(h, sizeof(h), "By=spiffe://td/envoy;Hash=ab;Cert=\"%s\";Chain=\"%s\";URI=spiffe://td/a",
+                 "-----BEGIN%20CERTIFICATE-----%0AMIIB%2Bab%2F%3D%3D%0A-----END%20CERTIFICATE-----%0A",
+                 "AAA%0ABBB");
+        assert_int_equal(xfcc_parse(h, strlen(h), &x, &rule), 0);
+        assert_string_equal(x.id, "spiffe://td/a");
+        assert_string_equal(x.cert, "-----BEGIN CERTIFICATE-----\nMIIB+ab/==\n-----END CERTIFICATE-----\n");
+        assert_int_equal(x.cert_len, strlen(x.cert));
+        assert_string_equal(x.chain, "AAA\nBBB");
+        xfcc_client_free(&x);
+        xfcc_client_free(&x);
+
+        /* a certificate without URI=: the certificate will name the caller */
+        assert_int_equal(xfcc_parse("Cert=abc+def", 12, &x, &rule), 0);
+        assert_string_equal(x.id, "");
+        assert_string_equal(x.cert, "abc+def"); /* '+' is itself (base64), not a space */
+        assert_null(x.chain);
+        xfcc_client_free(&x);
+
+        /* an earlier hop's certificate is not this client's */
+        const char *two = "Cert=first;URI=spiffe://td/a,By=x;URI=spiffe://td/b";
+        assert_int_equal(xfcc_parse(two, strlen(two), &x, &rule), 0);
+        assert_string_equal(x.id, "spiffe://td/b");
+        assert_null(x.cert);
+        xfcc_client_free(&x);
+        const char *none = "Cert=first;URI=spiffe://td/a,By=x;Hash=1";
+        assert_int_equal(xfcc_parse(none, strlen(none), &x, &rule), -ENOENT);
+
+        static const struct { const char *h, *needle; } bad[] = {
+                { "Cert=a;Cert=b;URI=spiffe://td/a", "more than one Cert" },
+                { "Chain=a;chain=b", "more than one Chain" },
+                { "Cert=%4;URI=spiffe://td/a", "URL-encoded" },
+                { "Cert=%zz", "URL-encoded" },
+                { "Cert=a%00b", "URL-encoded" },
+                { "Cert=;URI=spiffe://td/a", "empty" },
+                { "Cert=\"a;URI=spiffe://td/a", "unterminated" },
+                { "Cert=x;URI=spiffe://td/a/../b", "path segment" },
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                rule = NULL;
+                assert_int_equal(xfcc_parse(bad[i].h, strlen(bad[i].h), &x, &rule), -EINVAL);
+                assert_non_null(rule);
+                if (!strstr(rule, bad[i].needle))
+                        fail_msg("%s: %s", bad[i].h, rule);
+                assert_null(x.cert);
+                assert_null(x.chain);
+        }
+        /* longer than XFCC_CERT_MAX decoded: refused, not cut */
+        size_t n = XFCC_CERT_MAX + 16;
+        char *big = malloc(n + 8);
+        assert_non_null(big);
+        memcpy(big, "Cert=", 5);
+        memset(big + 5, 'A', n);
+        assert_int_equal(xfcc_parse(big, n + 5, &x, &rule), -EINVAL);
+        assert_non_null(strstr(rule, "48 KiB"));
+        free(big);
 }
 
 int main(void)
@@ -240,6 +450,10 @@ int main(void)
                 cmocka_unit_test(test_xfcc_bad),
                 cmocka_unit_test(test_allowlist),
                 cmocka_unit_test(test_proxies),
+                cmocka_unit_test(test_trust_domains),
+                cmocka_unit_test(test_bundles),
+                cmocka_unit_test(test_ca_attribution),
+                cmocka_unit_test(test_xfcc_certificates),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

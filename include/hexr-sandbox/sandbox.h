@@ -122,13 +122,19 @@ typedef struct hxs_config {
         char tls_key_file[256];         /* TLS_KEY_FILE: its private key (PEM) */
         char tls_client_ca_file[256];   /* TLS_CLIENT_CA_FILE: trust bundle; mTLS when set */
         char auth_allow[4096];          /* AUTH_ALLOW: SPIFFE IDs, trust domains, prefixes */
-        char trusted_proxies[1024];     /* TRUSTED_PROXIES: "unix" and/or IP addresses */
+        char trusted_proxies[4096];     /* TRUSTED_PROXIES: "unix", IP addresses, proxies' SPIFFE IDs */
         bool allow_non_loopback;        /* ALLOW_NON_LOOPBACK: listen wide without identity */
         uint32_t quota_concurrent;      /* QUOTA_CONCURRENT_PER_CALLER (0: none) */
         uint32_t quota_per_minute;      /* QUOTA_PER_MINUTE (0: none) */
         uint32_t quota_queue;           /* QUOTA_QUEUE_PER_CALLER (0: only MAX_QUEUE) */
         uint32_t metrics_callers;       /* METRICS_CALLERS: distinct caller labels */
         uint32_t execution_records;     /* EXECUTION_RECORDS: recent records kept */
+        char spiffe_trust_bundles[4096]; /* SPIFFE_TRUST_BUNDLES: td=/file.pem,... */
+        char spiffe_trust_domain[256];  /* SPIFFE_TRUST_DOMAIN: the service's own */
+        char metrics_allow[4096];       /* METRICS_ALLOW: who may read /metrics ("" = AUTH_ALLOW) */
+        uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER (0: automatic) */
+        uint32_t max_connections_per_address; /* MAX_CONNECTIONS_PER_ADDRESS */
+        uint32_t handshake_timeout_s;   /* HANDSHAKE_TIMEOUT: to the first request line */
         char packages_cache_dir[256];   /* PACKAGES_CACHE_DIR: installed package sets */
         uint32_t packages_cache_mb;     /* PACKAGES_CACHE_MB: size limit of that cache */
 } hxs_config;

@@ -4,7 +4,8 @@
  *
  *   slot free            -> start the sandbox, suspend the connection    (RUNNING)
  *   caller over a quota  -> 429 quota_exceeded, with Retry-After
- *   no slot, queue room  -> suspend and wait, at most QUEUE_TIMEOUT (QUEUED); slots go
+ *   no slot, or the caller holds its QUOTA_RUNNING_PER_CALLER share, queue room
+ *                        -> suspend and wait, at most QUEUE_TIMEOUT (QUEUED); slots go
  *                           round-robin by caller, FIFO within a caller (callers.c)
  *   neither              -> 429 overloaded, with Retry-After
  *
@@ -202,7 +203,9 @@ void admission_submit(call *c)
                 c->state = CALL_REPLY;
                 return;
         }
-        bool run_now = srv->n_running < srv->cfg.max_concurrent && TAILQ_EMPTY(&srv->queue);
+        /* Who waits has the first claim, unless all who wait hold their share. */
+        bool run_now = srv->n_running < srv->cfg.max_concurrent && callers_may_run(srv, cs) &&
+                       (TAILQ_EMPTY(&srv->queue) || !callers_waiting_may_run(srv));
         if (!run_now) {
                 uint32_t qq = srv->cfg.quota_queue;
                 if (qq && cs->queued >= qq) {
@@ -359,8 +362,20 @@ void admission_tick(hxs_server *srv, uint64_t now)
         /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
         while (srv->cfg.queue_timeout_s && (c = TAILQ_FIRST(&srv->queue)) &&
                now - c->received_ms >= (uint64_t)srv->cfg.queue_timeout_s * 1000) {
+                bool own_share = !callers_may_run(srv, c->cs);
+                uint32_t running = c->cs->running;
                 unqueue(c);
-                reject_overloaded(c, REJECT_QUEUE_TIMEOUT);
+                if (own_share) {
+                        /* It waited for its own executions, not for the others'. */
+                        char msg[240];
+                        snprintf(msg, sizeof(msg),
+                                 "this caller's %u running executions hold all the slots one caller may "
+                                 "(QUOTA_RUNNING_PER_CALLER %u), and none ended within %us; retry later",
+                                 running, srv->quota_running, srv->cfg.queue_timeout_s);
+                        reject_quota(c, retry_after(srv), msg);
+                } else {
+                        reject_overloaded(c, REJECT_QUEUE_TIMEOUT);
+                }
                 reply_later(c);
         }
 

@@ -2,12 +2,16 @@
 /*
  * Who is calling, and may they. Per request:
  *
- *   1. With mTLS (TLS_CLIENT_CA_FILE), the client certificate is verified (tls.c); no
- *      valid certificate, no caller.
- *   2. A trusted proxy (TRUSTED_PROXIES: a unix socket peer, or a listed address)
- *      names its client in X-Forwarded-Client-Cert; that ID replaces the proxy's own.
- *      From anyone else the header is ignored, and logged.
- *   3. The caller must match AUTH_ALLOW.
+ *   1. With mTLS, the client certificate is verified against the bundle of the trust
+ *      domain its SPIFFE ID names (tls.c); no valid certificate, no caller.
+ *   2. A trusted proxy (TRUSTED_PROXIES: a unix socket peer or a listed address, and,
+ *      when SPIFFE IDs are listed, a peer whose verified ID is one of them) names its
+ *      client in X-Forwarded-Client-Cert; that ID replaces the proxy's own, and a
+ *      proxy's request without the header names nobody. When the proxy forwards the
+ *      client's certificate (Cert=, Chain=), it is verified like a direct client's
+ *      and must carry the ID of URI=; with URI= alone the proxy is the one that
+ *      verified it. From anyone else the header is ignored, and logged.
+ *   3. The caller must match AUTH_ALLOW (and METRICS_ALLOW for /metrics).
  *
  * Without mTLS and trusted proxies there are no identities: every caller is
  * "anonymous", and serve.c only listens on loopback or a unix socket unless told
@@ -28,14 +32,22 @@
 
 int auth_setup(hxs_server *srv, hxs_error *err)
 {
-        char msg[400];
+        char msg[600];
         const hxs_config *cfg = &srv->cfg;
 
         if (proxies_parse(cfg->trusted_proxies, &srv->proxies, msg, sizeof(msg)) < 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "%s", msg);
         if (allowlist_parse(cfg->auth_allow, &srv->allow, msg, sizeof(msg)) < 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW", "%s", msg);
-        srv->identity_on = tls_mutual(srv) || srv->proxies.unix_peers || srv->proxies.n > 0;
+        if (allowlist_parse(cfg->metrics_allow, &srv->metrics_allow, msg, sizeof(msg)) < 0)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW", "METRICS_%s", msg + 5);
+        bool proxies = proxies_by_address(&srv->proxies) || proxies_by_id(&srv->proxies);
+        srv->identity_on = tls_mutual(srv) || proxies;
+        if (tls_has_bundles(srv) && !tls_mutual(srv) && !proxies)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
+                                      "SPIFFE_TRUST_BUNDLES: nothing would be verified against them: they need mTLS "
+                                      "(TLS_CERT_FILE, TLS_KEY_FILE) or TRUSTED_PROXIES that forward client "
+                                      "certificates");
         if (srv->identity_on && srv->allow.n == 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
                                       "AUTH_ALLOW: callers are identified (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES) "
@@ -44,21 +56,41 @@ int auth_setup(hxs_server *srv, hxs_error *err)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
                                       "AUTH_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES); "
                                       "without them nobody could be recognised");
+        if (!srv->identity_on && srv->metrics_allow.n > 0)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW",
+                                      "METRICS_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES)");
         if (srv->proxies.unix_peers && !srv->unix_path[0])
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                       "TRUSTED_PROXIES: \"unix\" needs LISTEN_ADDRESS=unix:/path");
+        if (proxies_by_id(&srv->proxies) && !tls_mutual(srv))
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
+                                      "TRUSTED_PROXIES: a proxy named by its SPIFFE ID must present it over mTLS: "
+                                      "set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CLIENT_CA_FILE or SPIFFE_TRUST_BUNDLES");
+        if (tls_mutual(srv) && proxies_by_address(&srv->proxies) && !proxies_by_id(&srv->proxies))
+                log_line("warning", "TRUSTED_PROXIES names addresses only: any client with a valid certificate "
+                         "that connects from there may name any caller; add the proxy's SPIFFE ID");
+        /* An allowed trust domain nobody can be verified in is a configuration mistake. */
+        for (size_t i = 0; tls_mutual(srv) && !proxies && i < srv->allow.n; i++) {
+                char td[SPIFFE_TD_MAX + 1];
+                if (spiffe_trust_domain(srv->allow.entries[i].text, srv->allow.entries[i].len, td,
+                                        sizeof(td)) == 0 && !tls_has_bundle(srv, td))
+                        log_line("warning", "AUTH_ALLOW allows %s, but trust domain %s has no trust bundle: "
+                                 "no caller of it can be verified", srv->allow.entries[i].text, td);
+        }
         return 0;
 }
 
 void auth_cleanup(hxs_server *srv)
 {
         allowlist_free(&srv->allow);
+        allowlist_free(&srv->metrics_allow);
+        proxies_free(&srv->proxies);
 }
 
 static void deny(call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void deny(call *c, const char *fmt, ...)
 {
-        char msg[SPIFFE_ID_MAX + 300];
+        char msg[2 * SPIFFE_ID_MAX + 800];
         va_list ap;
 
         va_start(ap, fmt);
@@ -76,17 +108,26 @@ static enum MHD_Result count_xfcc(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
-static bool peer_is_trusted_proxy(call *c)
+/* Is the peer a trusted proxy: every kind of entry TRUSTED_PROXIES lists holds
+ * (its address, and its verified SPIFFE ID peer_id). */
+static bool peer_is_trusted_proxy(call *c, const char *peer_id)
 {
         hxs_server *srv = c->srv;
+        const proxy_list *pl = &srv->proxies;
 
+        if (!proxies_by_address(pl) && !proxies_by_id(pl))
+                return false;
+        if (proxies_by_id(pl) && !proxies_match_id(pl, peer_id))
+                return false;
+        if (!proxies_by_address(pl))
+                return true;
         if (srv->unix_path[0]) {
                 struct sockaddr_un un = { .sun_family = AF_UNIX };
-                return proxies_match(&srv->proxies, (struct sockaddr *)&un);
+                return proxies_match(pl, (struct sockaddr *)&un);
         }
         const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        return ci && ci->client_addr && proxies_match(&srv->proxies, ci->client_addr);
+        return ci && ci->client_addr && proxies_match(pl, ci->client_addr);
 }
 
 static void peer_text(call *c, char *buf, size_t cap)
@@ -110,52 +151,86 @@ static void peer_text(call *c, char *buf, size_t cap)
         snprintf(buf, cap, "%s", host);
 }
 
+/* The caller a trusted proxy names, into c->caller: 0, or -EACCES with a 403. */
+static int forwarded_caller(call *c, const char *h, size_t len, unsigned n)
+{
+        xfcc_client x;
+        const char *rule = NULL;
+        char why[600];
+
+        c->caller[0] = '\0';
+        if (n == 0) {
+                deny(c, "no caller identity: a trusted proxy names its client in X-Forwarded-Client-Cert, "
+                     "and this request has none (the proxy is not a caller itself)");
+                return -EACCES;
+        }
+        if (n > 1 || !h) {
+                deny(c, "X-Forwarded-Client-Cert: sent %u times; a proxy sends one", n);
+                return -EACCES;
+        }
+        int r = xfcc_parse(h, len, &x, &rule);
+        if (r == -ENOENT) {
+                deny(c, "X-Forwarded-Client-Cert: the proxy's client has no SPIFFE ID (%s)", rule);
+                return -EACCES;
+        }
+        if (r < 0) {
+                deny(c, "X-Forwarded-Client-Cert: malformed: %s", rule ? rule : "unreadable");
+                return -EACCES;
+        }
+        if (x.cert || x.chain) {
+                char id[SPIFFE_ID_MAX + 1];
+                if (tls_verify_forwarded(c->srv, &x, id, sizeof(id), why, sizeof(why)) < 0) {
+                        deny(c, "X-Forwarded-Client-Cert: the forwarded certificate is refused: %s", why);
+                        r = -EACCES;
+                } else if (x.id[0] && strcmp(x.id, id) != 0) {
+                        deny(c, "X-Forwarded-Client-Cert: URI %s is not the SPIFFE ID of the forwarded certificate (%s)",
+                             x.id, id);
+                        r = -EACCES;
+                } else {
+                        memcpy(c->caller, id, strlen(id) + 1);
+                }
+        } else {
+                memcpy(c->caller, x.id, strlen(x.id) + 1);
+        }
+        xfcc_client_free(&x);
+        return r < 0 ? -EACCES : 0;
+}
+
 int auth_check(call *c)
 {
         hxs_server *srv = c->srv;
-        const char *why = NULL;
         const char *xfcc = NULL;
         size_t xfcc_len = 0;
         unsigned n_xfcc = 0;
-        char peer[INET6_ADDRSTRLEN + 16];
+        char peer[INET6_ADDRSTRLEN + 16], why[600];
 
         c->caller[0] = '\0';
         (void)MHD_get_connection_values(c->conn, MHD_HEADER_KIND, count_xfcc, &n_xfcc);
         if (n_xfcc)
                 (void)MHD_lookup_connection_value_n(c->conn, MHD_HEADER_KIND, XFCC, strlen(XFCC),
                                                     &xfcc, &xfcc_len);
-        bool trusted = srv->identity_on && peer_is_trusted_proxy(c);
+        if (!srv->identity_on) {
+                if (n_xfcc) {
+                        peer_text(c, peer, sizeof(peer));
+                        log_line("auth", "request %s: X-Forwarded-Client-Cert from %s ignored: not a trusted proxy",
+                                 c->id, peer);
+                }
+                return 0; /* anonymous */
+        }
 
+        if (tls_mutual(srv) && tls_peer_id(srv, c->conn, c->caller, sizeof(c->caller), why, sizeof(why)) < 0) {
+                deny(c, "client certificate refused: %s", why);
+                c->caller[0] = '\0';
+                return -EACCES;
+        }
+        bool trusted = peer_is_trusted_proxy(c, c->caller);
         if (n_xfcc && !trusted) {
                 peer_text(c, peer, sizeof(peer));
                 log_line("auth", "request %s: X-Forwarded-Client-Cert from %s ignored: not a trusted proxy",
                          c->id, peer);
         }
-        if (!srv->identity_on)
-                return 0; /* anonymous */
-
-        if (tls_mutual(srv) && tls_peer_id(srv, c->conn, c->caller, sizeof(c->caller), &why) < 0) {
-                deny(c, "client certificate refused: %s", why ? why : "does not verify");
-                c->caller[0] = '\0';
+        if (trusted && forwarded_caller(c, xfcc, xfcc_len, n_xfcc) < 0)
                 return -EACCES;
-        }
-        if (trusted && n_xfcc) {
-                char id[SPIFFE_ID_MAX + 1];
-                if (n_xfcc > 1 || !xfcc) {
-                        deny(c, "X-Forwarded-Client-Cert: sent %u times; a proxy sends one", n_xfcc);
-                        return -EACCES;
-                }
-                int r = xfcc_caller(xfcc, xfcc_len, id, sizeof(id), &why);
-                if (r == -ENOENT) {
-                        deny(c, "X-Forwarded-Client-Cert: the proxy's client has no SPIFFE ID (%s)", why);
-                        return -EACCES;
-                }
-                if (r < 0) {
-                        deny(c, "X-Forwarded-Client-Cert: malformed: %s", why ? why : "unreadable");
-                        return -EACCES;
-                }
-                memcpy(c->caller, id, strlen(id) + 1);
-        }
         if (!c->caller[0]) {
                 deny(c, "no caller identity: %s",
                      tls_mutual(srv) ? "present a client certificate with a SPIFFE ID" :
@@ -167,4 +242,14 @@ int auth_check(call *c)
                 return -EACCES;
         }
         return 0;
+}
+
+int auth_check_metrics(call *c)
+{
+        const hxs_server *srv = c->srv;
+
+        if (!srv->metrics_allow.n || allowlist_match(&srv->metrics_allow, c->caller))
+                return 0;
+        deny(c, "caller %s may not read /metrics (METRICS_ALLOW)", c->caller);
+        return -EACCES;
 }

@@ -9,6 +9,13 @@
  * in front of everybody else. QUOTA_QUEUE_PER_CALLER caps what one caller may have
  * waiting, so it cannot fill MAX_QUEUE either.
  *
+ * Executions cannot be paused, so fair turns alone do not stop one caller from taking
+ * every slot while nobody else waits and keeping them for as long as its executions
+ * run. With identities, a caller may therefore hold at most QUOTA_RUNNING_PER_CALLER
+ * slots (by default MAX_CONCURRENT less a quarter, so at least one slot is left for
+ * the others); its further requests wait, and the ring skips it while it holds that
+ * many, even with slots free.
+ *
  * The table holds at most CALLERS_MAX callers. An idle caller (nothing running or
  * waiting, a full bucket) carries no information and is forgotten when room is needed.
  * Label slots are handed out to the first METRICS_CALLERS identities seen and kept for
@@ -196,9 +203,26 @@ void callers_unqueue(hxs_server *srv, call *c)
         }
 }
 
+bool callers_may_run(const hxs_server *srv, const caller_state *cs)
+{
+        return !srv->quota_running || cs->running < srv->quota_running;
+}
+
+bool callers_waiting_may_run(const hxs_server *srv)
+{
+        const caller_state *cs;
+        TAILQ_FOREACH(cs, &srv->rr, rr_link)
+                if (callers_may_run(srv, cs))
+                        return true;
+        return false;
+}
+
 call *callers_next(hxs_server *srv)
 {
-        caller_state *cs = TAILQ_FIRST(&srv->rr);
+        caller_state *cs;
+        TAILQ_FOREACH(cs, &srv->rr, rr_link)
+                if (callers_may_run(srv, cs))
+                        break;
         if (!cs)
                 return NULL;
         call *c = TAILQ_FIRST(&cs->queue);

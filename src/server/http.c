@@ -6,7 +6,19 @@
  *
  * MHD calls the handler once for the headers, once per body chunk, then once with no
  * data; after MHD_resume_connection it calls it again, and that is when a suspended
- * request's reply is queued.
+ * request's reply is queued. MHD 0.9.75 takes a reply only at the headers call (it then
+ * closes the connection, the body unread) or after the whole body. So a refusal known
+ * from the headers is sent after a body of at most MAX_BODY_BYTES was read and
+ * dropped (the connection stays open), and at once when the body is bigger or chunked;
+ * a chunked body that grows past MAX_BODY_BYTES is dropped up to DISCARD_FACTOR times
+ * that (at least DISCARD_MIN), then answered. Whenever a connection closes with unread bytes, conn.c closes
+ * it lingering (the rest is read and dropped for a while), so a client that writes its
+ * whole body before reading still reads the reply instead of a reset.
+ *
+ * Framing that two HTTP parsers could read differently (request smuggling) is refused
+ * before anything else, and the connection closed: repeated Content-Length, repeated
+ * Transfer-Encoding, a transfer coding other than chunked, and Content-Length with
+ * Transfer-Encoding (RFC 9112 6.1, 6.3).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +31,11 @@
 #include "engine/request.h"
 #include "server/json.h"
 #include "server/server.h"
+
+/* A chunked body past MAX_BODY_BYTES is read and dropped up to this many times that,
+ * and at least DISCARD_MIN bytes (then the connection is closed without a reply). */
+#define DISCARD_FACTOR 4
+#define DISCARD_MIN ((uint64_t)64 << 20)
 
 #define ALLOW_EXEC "POST"
 #define ALLOW_GET "GET, HEAD"
@@ -125,6 +142,8 @@ static enum MHD_Result send_reply(call *c)
                                 is_metrics ? "text/plain; version=0.0.4; charset=utf-8" :
                                              "application/json");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (c->close)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         MHD_add_response_header(resp, "X-Request-Id", c->id);
         if (c->allow)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->allow);
@@ -270,6 +289,52 @@ static call *call_new(hxs_server *srv, struct MHD_Connection *conn, const char *
         return c;
 }
 
+struct framing {
+        unsigned n_length, n_encoding;
+        const char *encoding;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+        struct framing *f = cls;
+        if (!key)
+                return MHD_YES;
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+                f->n_length++;
+        if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+                f->n_encoding++;
+                f->encoding = value;
+        }
+        return MHD_YES;
+}
+
+/* 0, or -EPROTO with a 400 prepared: the body's length could be read two ways. */
+static int check_framing(call *c, bool *ret_chunked)
+{
+        struct framing f = { 0 };
+        const char *msg = NULL;
+
+        (void)MHD_get_connection_values(c->conn, MHD_HEADER_KIND, count_framing, &f);
+        *ret_chunked = f.n_encoding > 0;
+        if (f.n_length > 1)
+                msg = "Content-Length: sent more than once; send it once";
+        else if (f.n_encoding > 1)
+                msg = "Transfer-Encoding: sent more than once; send it once, chunked";
+        else if (f.n_encoding && (!f.encoding || strcasecmp(f.encoding, "chunked") != 0))
+                msg = "Transfer-Encoding: only chunked is accepted";
+        else if (f.n_encoding && f.n_length)
+                msg = "Content-Length and Transfer-Encoding: send one of them, not both";
+        if (!msg)
+                return 0;
+        if (c->route == ROUTE_EXEC || c->route == ROUTE_EXECUTE) {
+                c->is_exec = true;
+                metrics_reject(&c->srv->m, REJECT_INVALID);
+        }
+        call_set_error(c, 400, "invalid_request", msg);
+        return -EPROTO;
+}
+
 /* First call: headers only. Returns MHD_YES to read the body, or the queued reply. */
 static enum MHD_Result on_headers(call *c, const char *method, const char *url)
 {
@@ -281,6 +346,14 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
         const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t length = cl ? strtoull(cl, NULL, 10) : 0;
+        bool chunked = false;
+
+        if (check_framing(c, &chunked) < 0) {
+                /* nothing more is read from this connection: what follows is not ours */
+                c->close = true;
+                conn_linger(c->conn);
+                return send_reply(c);
+        }
 
         /* Everything but /health needs an allowed caller, when callers are identified:
          * a prober need not hold an identity, nothing else is answered without one. */
@@ -295,6 +368,8 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
         } else if (!is_exec_route && !is_get) {
                 c->allow = ALLOW_GET;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts GET and HEAD only");
+        } else if (c->route == ROUTE_METRICS && auth_check_metrics(c) < 0) {
+                /* refused: the 403 is prepared */
         } else if (is_exec_route) {
                 c->is_exec = true;
                 if (check_exec_headers(c, length) == 0)
@@ -312,14 +387,16 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                 return MHD_YES;
         }
 
-        /* An error. If a body follows and is not huge, read it (and drop it) first:
-         * closing on unread data makes the kernel send a reset, and a client still
-         * sending (no Expect: 100-continue) may lose our reply to it. A body above twice
-         * MAX_BODY_BYTES is not worth reading: reply at once, MHD then closes. */
-        if (length <= 2 * (uint64_t)srv->cfg.max_body_bytes) {
+        /* An error. A body of at most MAX_BODY_BYTES is read and dropped first, and the
+         * connection stays open; a bigger or chunked one is not worth reading: reply
+         * now, MHD then closes the connection, and conn.c drains what the client is
+         * still sending so that it reads this reply rather than a reset. */
+        if (!chunked && length <= srv->cfg.max_body_bytes) {
                 c->state = CALL_REPLY; /* prepared: send when the body has been read */
                 return MHD_YES;
         }
+        c->close = true;
+        conn_linger(c->conn);
         return send_reply(c);
 }
 
@@ -330,9 +407,10 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
         uint64_t max = srv->cfg.max_body_bytes;
 
         c->body_seen += size;
-        if (c->body_seen > 2 * max) {
-                /* Enough of a body we will not use: close the connection. */
+        if (c->body_seen > (DISCARD_FACTOR * max > DISCARD_MIN ? DISCARD_FACTOR * max : DISCARD_MIN)) {
+                /* Enough of a body we will not use: close the connection (lingering). */
                 srv->closing_on_purpose = true;
+                conn_linger(c->conn);
                 return MHD_NO;
         }
         if (c->state != CALL_READING || c->body_too_large)

@@ -159,6 +159,9 @@ int loop_run(hxs_server *srv)
                         case WATCH_CLIENT:
                                 admission_client_event(w->ptr);
                                 break;
+                        case WATCH_LINGER:
+                                conn_linger_event(srv, w->ptr);
+                                break;
                         case WATCH_KIND_MAX:
                         default:
                                 break;

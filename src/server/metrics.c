@@ -108,6 +108,19 @@ void metrics_reject(metrics *m, reject_reason r)
                 m->rejected[r]++;
 }
 
+void metrics_connection_cut(metrics *m, conn_cut why)
+{
+        if ((unsigned)why < CONN_CUT_MAX)
+                m->connections_cut[why]++;
+}
+
+static const char *const cut_names[CONN_CUT_MAX] = {
+        [CONN_CUT_ADDRESS_LIMIT] = "address_limit",
+        [CONN_CUT_REPLACED] = "replaced",
+        [CONN_CUT_HANDSHAKE] = "handshake_timeout",
+        [CONN_CUT_REQUEST] = "request_timeout",
+};
+
 void metrics_http(metrics *m, route rt, unsigned status)
 {
         if ((unsigned)rt < ROUTE_MAX && status < 600)
@@ -216,6 +229,21 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
                                 name, (unsigned long long)m->caller_rejected[slot]);
                 }
         }
+
+        uint32_t fresh = 0, established = 0, lingering = 0;
+        conn_stats(srv, &fresh, &established, &lingering);
+        family(f, "hexr_sandbox_connections", "gauge",
+               "Open HTTP connections: new (no request line yet) and established (at least one request line).");
+        fprintf(f, "hexr_sandbox_connections{state=\"new\"} %u\n", fresh);
+        fprintf(f, "hexr_sandbox_connections{state=\"established\"} %u\n", established);
+        family(f, "hexr_sandbox_lingering_connections", "gauge",
+               "Closed connections whose client is still sending: read and dropped so it can read its reply.");
+        fprintf(f, "hexr_sandbox_lingering_connections %u\n", lingering);
+        family(f, "hexr_sandbox_connections_closed_total", "counter",
+               "Connections turned away before or while reading a request, by reason (address_limit: refused at MAX_CONNECTIONS_PER_ADDRESS; replaced: a new connection took the slot of one that had sent no request line; handshake_timeout; request_timeout).");
+        for (int i = 0; i < CONN_CUT_MAX; i++)
+                fprintf(f, "hexr_sandbox_connections_closed_total{reason=\"%s\"} %llu\n", cut_names[i],
+                        (unsigned long long)m->connections_cut[i]);
 
         family(f, "hexr_sandbox_http_requests_total", "counter",
                "HTTP responses, by route and status (499: the client went away first).");

@@ -160,7 +160,7 @@ static int start_mhd(hxs_server *srv)
         }
 
         srv->mhd = MHD_start_daemon(
-                flags, 0, NULL, NULL, http_handler, srv,
+                flags, 0, conn_accept, srv, http_handler, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
                 MHD_OPTION_ARRAY, tls_opts,
                 MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
@@ -169,6 +169,7 @@ static int start_mhd(hxs_server *srv)
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY_BYTES,
                 MHD_OPTION_NOTIFY_COMPLETED, http_completed, srv,
                 MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
+                MHD_OPTION_URI_LOG_CALLBACK, conn_request_line, srv,
                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
                 MHD_OPTION_END);
         if (!srv->mhd)
@@ -193,6 +194,7 @@ static void teardown(hxs_server *srv)
         }
         listen_cleanup(srv);
         close_fd(&srv->listen_fd);
+        conn_cleanup(srv);
         tls_close(srv);
         auth_cleanup(srv);
         callers_cleanup(srv);
@@ -293,7 +295,13 @@ int hxs_cli_serve(int argc, char **argv)
                 status = EXIT_USAGE;
                 goto out;
         }
-        if (callers_setup(srv) < 0 || records_setup(srv) < 0) {
+        /* One caller may not hold every slot while others wait (callers.c). */
+        srv->quota_running = srv->cfg.quota_running;
+        if (!srv->quota_running && srv->identity_on) {
+                uint32_t max = srv->cfg.max_concurrent, keep = max / 4 ? max / 4 : 1;
+                srv->quota_running = max > keep ? max - keep : 1;
+        }
+        if (callers_setup(srv) < 0 || records_setup(srv) < 0 || conn_setup(srv) < 0) {
                 fprintf(stderr, "hexr-sandbox: out of memory\n");
                 goto out;
         }
@@ -304,8 +312,11 @@ int hxs_cli_serve(int argc, char **argv)
         }
 
         fprintf(stderr, "hexr-sandbox: listening on %s\n", srv->listen_text);
-        log_line("start", "backend %s, max_concurrent %u, max_queue %u, %s, callers %s, version %s",
-                 hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent,
+        char running[64] = "";
+        if (srv->quota_running && srv->quota_running < srv->cfg.max_concurrent)
+                snprintf(running, sizeof(running), " (%u per caller)", srv->quota_running);
+        log_line("start", "backend %s, max_concurrent %u%s, max_queue %u, %s, callers %s, version %s",
+                 hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent, running,
                  srv->cfg.max_queue,
                  tls_mutual(srv) ? "mTLS" : tls_enabled(srv) ? "TLS" : "plain HTTP",
                  srv->identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());

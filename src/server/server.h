@@ -10,8 +10,12 @@
  *   metrics.c   counters and the Prometheus text
  *   log.c       one JSON line per execution
  *   json.c      request and result JSON (shared with the CLI)
- *   tls.c       TLS/mTLS credentials, their reload, the client certificate's SPIFFE ID
- *   identity.c  SPIFFE ID syntax, X-Forwarded-Client-Cert, AUTH_ALLOW, TRUSTED_PROXIES
+ *   tls.c       TLS/mTLS credentials, trust bundles per trust domain, their reload, a
+ *               client certificate's SPIFFE ID (its own or one a proxy forwarded)
+ *   identity.c  SPIFFE ID syntax, X-Forwarded-Client-Cert, AUTH_ALLOW, TRUSTED_PROXIES,
+ *               SPIFFE_TRUST_BUNDLES, which trust domain a CA belongs to
+ *   conn.c      connections: per-address limit, deadlines, slots kept for connections
+ *               that got as far as a request, lingering close
  *   auth.c      who is calling (mTLS or a trusted proxy's header) and may they
  *   callers.c   per-caller state: quotas, fair queue, metrics labels
  *   records.c   the recent executions behind GET /api/v1/executions/{id}
@@ -39,6 +43,7 @@ typedef enum watch_kind {
         WATCH_TIMER,    /* timerfd: MHD's timeout and our deadlines */
         WATCH_EXEC,     /* an execution's fd (hxs_exec_fd) */
         WATCH_CLIENT,   /* a suspended connection's socket: did the client go away? */
+        WATCH_LINGER,   /* a closed connection's socket, drained before the close (conn.c) */
         WATCH_KIND_MAX,
 } watch_kind;
 
@@ -68,6 +73,15 @@ typedef enum call_state {
         CALL_DONE,      /* response queued */
         CALL_STATE_MAX,
 } call_state;
+
+/* Why conn.c turned a connection away, as counted in hexr_sandbox_connections_closed_total. */
+typedef enum conn_cut {
+        CONN_CUT_ADDRESS_LIMIT, /* refused: its address holds MAX_CONNECTIONS_PER_ADDRESS */
+        CONN_CUT_REPLACED,      /* fresh, replaced by a newer connection */
+        CONN_CUT_HANDSHAKE,     /* no request line within HANDSHAKE_TIMEOUT */
+        CONN_CUT_REQUEST,       /* no whole request within REQUEST_READ_TIMEOUT_S */
+        CONN_CUT_MAX,
+} conn_cut;
 
 /* Execution outcomes, as counted in hexr_sandbox_executions_total. */
 typedef enum outcome {
@@ -136,6 +150,7 @@ typedef struct call {
         size_t reply_len;
         unsigned retry_after_s; /* 0: no Retry-After */
         const char *allow;      /* Allow header for 405, else NULL */
+        bool close;             /* Connection: close (the rest of the connection is not read) */
         bool logged;
 } call;
 
@@ -186,12 +201,14 @@ typedef struct metrics {
         uint64_t (*caller_executions)[OUTCOME_MAX];
         uint64_t *caller_rejected;      /* quota */
         uint64_t packages[HXS_PACKAGES_SOURCE_MAX]; /* executions with packages=, by where they came from */
+        uint64_t connections_cut[CONN_CUT_MAX];
 } metrics;
 
 /* A connection must deliver each request whole within this (conn.c). */
 #define REQUEST_READ_TIMEOUT_S 30u
 
 typedef struct conn_watch conn_watch;
+typedef struct conn_state conn_state;
 typedef struct tls_state tls_state;
 
 typedef struct hxs_server {
@@ -213,6 +230,7 @@ typedef struct hxs_server {
         tls_state *tls;                 /* NULL: plain HTTP */
         bool identity_on;               /* mTLS or trusted proxies: callers have IDs */
         allowlist allow;
+        allowlist metrics_allow;        /* METRICS_ALLOW; empty: as AUTH_ALLOW */
         proxy_list proxies;
 
         /* callers (callers.c) and recent executions (records.c) */
@@ -222,8 +240,9 @@ typedef struct hxs_server {
         exec_record *records;
         uint32_t n_records, next_record;
 
-        /* open connections, for the request-read deadline (conn.c) */
-        conn_watch *conns;
+        /* open connections: limits, deadlines, lingering closes (conn.c) */
+        conn_state *conns;
+        uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER in effect (0: none) */
 
         /* admission */
         struct call_list queue;         /* CALL_QUEUED in arrival order (timeouts);
@@ -260,12 +279,23 @@ int listen_open(hxs_server *srv, const char *address, hxs_error *err);
 void listen_cleanup(hxs_server *srv);
 
 /* conn.c */
+int conn_setup(hxs_server *srv);
+void conn_cleanup(hxs_server *srv);
+/* MHD's accept policy (MHD_start_daemon's apc), connection notifications and URI
+ * log callback (which marks the request line as received). */
+enum MHD_Result conn_accept(void *cls, const struct sockaddr *sa, socklen_t len);
 void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                  enum MHD_ConnectionNotificationCode toe);
+void *conn_request_line(void *cls, const char *uri, struct MHD_Connection *conn);
 void conn_request_read(struct MHD_Connection *conn);    /* read whole: no deadline */
 void conn_request_done(struct MHD_Connection *conn);    /* answered: the next one's clock starts */
+void conn_linger(struct MHD_Connection *conn);          /* unread bytes: close lingering */
+void conn_linger_event(hxs_server *srv, void *lingerer);
+uint32_t conn_fresh_max(const hxs_server *srv);         /* slots connections without a request line may hold */
 uint64_t conn_next_deadline(const hxs_server *srv);
 void conn_reap_slow(hxs_server *srv, uint64_t now);
+void conn_stats(const hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
+                uint32_t *ret_lingering);
 
 /* http.c */
 enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -297,19 +327,27 @@ void admission_abort_all(hxs_server *srv);      /* last resort at exit */
 int tls_open(hxs_server *srv, hxs_error *err);  /* no-op without TLS_CERT_FILE */
 bool tls_enabled(const hxs_server *srv);
 bool tls_mutual(const hxs_server *srv);         /* client certificates verified */
+bool tls_has_bundles(const hxs_server *srv);    /* some trust domain has CAs */
+bool tls_has_bundle(const hxs_server *srv, const char *td);
 void *tls_cert_callback(void);                  /* for MHD_OPTION_HTTPS_CERT_CALLBACK2 */
 const char *tls_mhd_trust(const hxs_server *srv); /* for MHD_OPTION_HTTPS_MEM_TRUST */
 int tls_reload(hxs_server *srv, char *msg, size_t cap); /* SIGHUP; msg says what happened */
 void tls_close(hxs_server *srv);
-/* The connection's verified client SPIFFE ID into ret, or -EACCES and *ret_why. */
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap,
-                const char **ret_why);
+/* The connection's verified client SPIFFE ID into ret, or -EACCES and why. */
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,
+                size_t why_cap);
+/* The SPIFFE ID of the certificate a proxy forwarded (x->cert and/or x->chain),
+ * verified against its trust domain's bundle as a direct client's would be. */
+int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, char *why,
+                         size_t why_cap);
 
 /* auth.c */
 int auth_setup(hxs_server *srv, hxs_error *err);        /* AUTH_ALLOW, TRUSTED_PROXIES */
 void auth_cleanup(hxs_server *srv);
 /* Who calls, into c->caller, and may they: 0, or -EACCES with a 403 prepared in c. */
 int auth_check(call *c);
+/* After auth_check: may c's caller read /metrics (METRICS_ALLOW)? Same answer. */
+int auth_check_metrics(call *c);
 
 /* callers.c */
 int callers_setup(hxs_server *srv);
@@ -321,7 +359,11 @@ caller_state *callers_get(hxs_server *srv, const char *id);
 bool callers_take_token(hxs_server *srv, caller_state *cs, uint64_t now, unsigned *ret_wait_s);
 void callers_enqueue(hxs_server *srv, call *c);
 void callers_unqueue(hxs_server *srv, call *c);
-call *callers_next(hxs_server *srv);            /* next waiting call, round-robin by caller */
+/* Next waiting call, round-robin by caller, skipping callers at QUOTA_RUNNING_PER_CALLER;
+ * NULL when there is none. */
+call *callers_next(hxs_server *srv);
+bool callers_may_run(const hxs_server *srv, const caller_state *cs); /* below its share */
+bool callers_waiting_may_run(const hxs_server *srv); /* a waiting caller is below its share */
 const char *callers_label(const metrics *m, int label);
 
 /* records.c */
@@ -337,6 +379,7 @@ void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t durati
 void metrics_caller_execution(metrics *m, int label, outcome o);
 void metrics_caller_quota(metrics *m, int label);
 void metrics_reject(metrics *m, reject_reason r);
+void metrics_connection_cut(metrics *m, conn_cut why);
 void metrics_http(metrics *m, route rt, unsigned status);
 char *metrics_render(const hxs_server *srv, size_t *ret_len);
 outcome outcome_of(const hxs_result *res);

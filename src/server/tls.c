@@ -1,20 +1,38 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * TLS and mTLS through libmicrohttpd's GnuTLS backend, and the caller's SPIFFE ID from
- * its client certificate.
+ * TLS and mTLS through libmicrohttpd's GnuTLS backend, the trust bundles of the SPIFFE
+ * trust domains, and the caller's SPIFFE ID from a client certificate (the
+ * connection's own, or one a trusted proxy forwarded in X-Forwarded-Client-Cert).
+ *
+ * Trust bundles are kept per trust domain: a certificate naming spiffe://td/... is
+ * verified against the CAs of td only, never against all of them, so a CA that may
+ * issue for one trust domain cannot mint identities of another (X509-SVID, section 5).
+ * An ID whose trust domain has no bundle is refused. Where each CA comes from:
+ *
+ *   SPIFFE_TRUST_BUNDLES  td=/file.pem: every certificate of the file is a trust anchor
+ *                         of td (roots and intermediates alike); one naming another
+ *                         trust domain in a spiffe:// URI SAN stops the start.
+ *   TLS_CLIENT_CA_FILE    each CA belongs to the trust domain its spiffe:// URI SAN
+ *                         names; without one, to its issuer's when the issuer is in the
+ *                         same file, else to the service's own trust domain
+ *                         (SPIFFE_TRUST_DOMAIN, or that of TLS_CERT_FILE's SPIFFE ID).
+ *                         What cannot be attributed stops the start (identity.c,
+ *                         ca_trust_domain, has the rules).
  *
  * MHD only *requests* a client certificate (it trusts nothing): every request's peer
- * chain is verified here against our own trust list (chain to a trusted CA, validity
- * dates, key purpose TLS client, not a CA itself, exactly one URI SAN that is a SPIFFE
- * ID). A certificate that is self-signed, from another CA, expired, or names two
- * identities gives no caller.
+ * chain is verified here (chain to a CA of the ID's trust domain, validity dates, key
+ * purpose TLS client given explicitly, not a CA itself and not able to sign
+ * certificates, exactly one URI SAN that is a SPIFFE ID). A certificate that is
+ * self-signed, from another trust domain's CA, expired, or names two identities gives
+ * no caller.
  *
  * Reload (SIGHUP): MHD 0.9.75 cannot swap a running daemon's credentials, but asks
  * a callback for the server certificate on every handshake
  * (MHD_OPTION_HTTPS_CERT_CALLBACK2). The callback hands each handshake its own copy of
  * the current certificate and key (GnuTLS frees it with the session), so a reload
- * affects new handshakes only and open connections keep theirs. The trust list is
- * ours and is swapped whole; verification runs on the loop, between reloads.
+ * affects new handshakes only and open connections keep theirs. The trust bundles are
+ * ours and are swapped whole with the certificate; verification runs on the loop,
+ * between reloads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,12 +54,24 @@
 #define PEM_MAX ((size_t)1 << 20)
 /* Certificates in a server chain, and in a client's. */
 #define CHAIN_MAX 16
+/* CA certificates in one bundle file. */
+#define BUNDLE_CAS_MAX 512
+/* URI SANs read from one certificate. */
+#define URIS_MAX 8
+
+typedef struct trust_domain {
+        char name[SPIFFE_TD_MAX + 1];
+        gnutls_x509_trust_list_t list;  /* its CAs (the list owns them) */
+        unsigned n_cas;
+} trust_domain;
 
 struct tls_state {
-        gnutls_datum_t cert;    /* server chain, PEM */
+        gnutls_datum_t cert;    /* server chain, PEM; empty without TLS */
         gnutls_datum_t key;     /* its key, PEM */
-        gnutls_x509_trust_list_t trust; /* client CAs; NULL without mTLS */
-        char *ca_for_mhd;       /* the CA bundle MHD was started with (it keeps the pointer) */
+        trust_domain *domains;  /* client CAs by trust domain; none: no mTLS */
+        size_t n_domains;
+        char own_td[SPIFFE_TD_MAX + 1]; /* "" when unknown */
+        char *ca_for_mhd;       /* the CAs MHD was started with (it keeps the pointer) */
         unsigned reloads;
 };
 
@@ -84,6 +114,14 @@ static int read_pem(const char *path, gnutls_datum_t *ret, char *msg, size_t cap
         return 0;
 }
 
+static void domains_free(trust_domain *d, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (d[i].list)
+                        gnutls_x509_trust_list_deinit(d[i].list, 1);
+        free(d);
+}
+
 static void state_free(tls_state *t)
 {
         if (!t)
@@ -93,100 +131,356 @@ static void state_free(tls_state *t)
                 gnutls_memset(t->key.data, 0, t->key.size);
                 gnutls_free(t->key.data);
         }
-        if (t->trust)
-                gnutls_x509_trust_list_deinit(t->trust, 1);
+        domains_free(t->domains, t->n_domains);
         free(t->ca_for_mhd);
         free(t);
 }
 
-/* Reads and checks the three files into a new state; nothing is swapped here. */
+static const trust_domain *domain_find(const tls_state *t, const char *name)
+{
+        for (size_t i = 0; t && i < t->n_domains; i++)
+                if (strcmp(t->domains[i].name, name) == 0)
+                        return &t->domains[i];
+        return NULL;
+}
+
+/* The trust list of name, created when new. NULL: out of memory. */
+static trust_domain *domain_get(tls_state *t, const char *name)
+{
+        trust_domain *d = (trust_domain *)domain_find(t, name);
+        if (d)
+                return d;
+        d = realloc(t->domains, (t->n_domains + 1) * sizeof(*d));
+        if (!d)
+                return NULL;
+        t->domains = d;
+        d = &t->domains[t->n_domains];
+        memset(d, 0, sizeof(*d));
+        if (gnutls_x509_trust_list_init(&d->list, 0) < 0)
+                return NULL;
+        snprintf(d->name, sizeof(d->name), "%s", name);
+        t->n_domains++;
+        return d;
+}
+
+/* A certificate's URI SANs: up to URIS_MAX, each at most SPIFFE_ID_MAX bytes (longer
+ * ones, or more, are an error: -E2BIG). */
+typedef struct uri_sans {
+        size_t n;
+        char v[URIS_MAX][SPIFFE_ID_MAX + 1];
+        size_t len[URIS_MAX];
+        const char *ptr[URIS_MAX];
+} uri_sans;
+
+static int cert_uris(gnutls_x509_crt_t crt, uri_sans *u)
+{
+        u->n = 0;
+        for (unsigned i = 0;; i++) {
+                char buf[SPIFFE_ID_MAX + 1];
+                size_t sz = sizeof(buf) - 1;
+                unsigned critical = 0;
+                int t = gnutls_x509_crt_get_subject_alt_name(crt, i, buf, &sz, &critical);
+                if (t == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+                        return 0;
+                if (t < 0)
+                        return -E2BIG;
+                if (t != GNUTLS_SAN_URI)
+                        continue;
+                if (u->n == URIS_MAX)
+                        return -E2BIG;
+                memcpy(u->v[u->n], buf, sz);
+                u->v[u->n][sz] = '\0';
+                u->len[u->n] = sz;
+                u->ptr[u->n] = u->v[u->n];
+                u->n++;
+        }
+}
+
+/* "CN=x,O=y" of crt, for messages. */
+static void cert_name(gnutls_x509_crt_t crt, char *buf, size_t cap)
+{
+        gnutls_datum_t dn = { 0 };
+        if (gnutls_x509_crt_get_dn3(crt, &dn, 0) >= 0 && dn.data)
+                snprintf(buf, cap, "%.*s", (int)(dn.size > 160 ? 160 : dn.size), (const char *)dn.data);
+        else
+                snprintf(buf, cap, "(unnamed)");
+        gnutls_free(dn.data);
+}
+
+/* Imports every certificate of a PEM text. */
+static int import_all(const gnutls_datum_t *pem, unsigned max, gnutls_x509_crt_t **ret, unsigned *ret_n)
+{
+        gnutls_x509_crt_t *crts = NULL;
+        unsigned n = 0;
+        int r = gnutls_x509_crt_list_import2(&crts, &n, pem, GNUTLS_X509_FMT_PEM, 0);
+        if (r < 0)
+                return r;
+        if (n == 0 || n > max) {
+                for (unsigned i = 0; i < n; i++)
+                        gnutls_x509_crt_deinit(crts[i]);
+                gnutls_free(crts);
+                return n == 0 ? GNUTLS_E_NO_CERTIFICATE_FOUND : GNUTLS_E_CERTIFICATE_LIST_UNSORTED;
+        }
+        *ret = crts;
+        *ret_n = n;
+        return 0;
+}
+
+static void free_crts(gnutls_x509_crt_t *crts, unsigned n)
+{
+        for (unsigned i = 0; i < n; i++)
+                if (crts[i])
+                        gnutls_x509_crt_deinit(crts[i]);
+        gnutls_free(crts);
+}
+
+/*
+ * One bundle file into t: every certificate a CA, each attributed to a trust domain
+ * (bundle_td for a SPIFFE_TRUST_BUNDLES file, else by ca_trust_domain's rules with its
+ * issuer inside the file), then handed to that trust domain's list.
+ */
+static int load_bundle(tls_state *t, const char *setting, const char *path, const char *bundle_td,
+                       char *msg, size_t cap)
+{
+        gnutls_datum_t pem = { 0 };
+        gnutls_x509_crt_t *crts = NULL;
+        unsigned n = 0;
+        char (*td)[SPIFFE_TD_MAX + 1] = NULL;
+        int *issuer = NULL;
+        uri_sans *u = malloc(sizeof(*u));
+        char name[200], why[600];
+        int r;
+
+        if (!u) {
+                snprintf(msg, cap, "%s: out of memory", setting);
+                return -ENOMEM;
+        }
+        r = read_pem(path, &pem, msg, cap, setting);
+        if (r < 0)
+                goto out;
+        r = import_all(&pem, BUNDLE_CAS_MAX, &crts, &n);
+        if (r < 0) {
+                snprintf(msg, cap, "%s: %s: %s", setting, path,
+                         r == GNUTLS_E_NO_CERTIFICATE_FOUND ? "no certificate in it" :
+                         r == GNUTLS_E_CERTIFICATE_LIST_UNSORTED ? "more than 512 certificates" :
+                                                                   gnutls_strerror(r));
+                r = -EINVAL;
+                goto out;
+        }
+        td = calloc(n, sizeof(*td));
+        issuer = calloc(n, sizeof(*issuer));
+        if (!td || !issuer) {
+                snprintf(msg, cap, "%s: out of memory", setting);
+                r = -ENOMEM;
+                goto out;
+        }
+        for (unsigned i = 0; i < n; i++) {
+                unsigned critical = 0;
+                if (gnutls_x509_crt_get_ca_status(crts[i], &critical) <= 0) {
+                        cert_name(crts[i], name, sizeof(name));
+                        snprintf(msg, cap, "%s: %s: \"%s\" is not a CA certificate (basicConstraints CA:TRUE); "
+                                 "a bundle holds its trust domain's CAs", setting, path, name);
+                        r = -EINVAL;
+                        goto out;
+                }
+                issuer[i] = -1;
+                if (gnutls_x509_crt_check_issuer(crts[i], crts[i]))
+                        continue; /* self-issued: a root */
+                for (unsigned j = 0; j < n; j++)
+                        if (j != i && gnutls_x509_crt_check_issuer(crts[i], crts[j])) {
+                                issuer[i] = (int)j;
+                                break;
+                        }
+        }
+        /* Issuers first, so that an intermediate can inherit (passes: at most n). */
+        for (unsigned pass = 0, left = n; left && pass <= n; pass++) {
+                left = 0;
+                for (unsigned i = 0; i < n; i++) {
+                        if (td[i][0])
+                                continue;
+                        int j = issuer[i];
+                        bool ready = bundle_td || j < 0 || td[j][0] || pass == n;
+                        if (!ready) {
+                                left++;
+                                continue;
+                        }
+                        if (cert_uris(crts[i], u) < 0) {
+                                cert_name(crts[i], name, sizeof(name));
+                                snprintf(msg, cap, "%s: %s: CA \"%s\": unreadable or too many URI SANs", setting,
+                                         path, name);
+                                r = -EINVAL;
+                                goto out;
+                        }
+                        ca_facts f = { .uris = u->ptr, .uri_lens = u->len, .n_uris = u->n,
+                                       .bundle_td = bundle_td,
+                                       .issuer_td = j >= 0 && td[j][0] ? td[j] : NULL,
+                                       .own_td = t->own_td[0] ? t->own_td : NULL };
+                        if (ca_trust_domain(&f, td[i], sizeof(td[i]), why, sizeof(why)) < 0) {
+                                cert_name(crts[i], name, sizeof(name));
+                                snprintf(msg, cap, "%s: %s: CA \"%s\": %s", setting, path, name, why);
+                                r = -EINVAL;
+                                goto out;
+                        }
+                }
+        }
+        for (unsigned i = 0; i < n; i++) {
+                trust_domain *d = domain_get(t, td[i]);
+                if (!d || gnutls_x509_trust_list_add_cas(d->list, &crts[i], 1, 0) != 1) {
+                        snprintf(msg, cap, "%s: %s: cannot add a CA (out of memory)", setting, path);
+                        r = -ENOMEM;
+                        goto out;
+                }
+                crts[i] = NULL; /* the list owns it */
+                d->n_cas++;
+        }
+        /* MHD is given every CA too, only so that it asks for client certificates. */
+        size_t old = t->ca_for_mhd ? strlen(t->ca_for_mhd) : 0;
+        char *all = realloc(t->ca_for_mhd, old + pem.size + 2);
+        if (!all) {
+                snprintf(msg, cap, "%s: out of memory", setting);
+                r = -ENOMEM;
+                goto out;
+        }
+        memcpy(all + old, pem.data, pem.size);
+        all[old + pem.size] = '\n';
+        all[old + pem.size + 1] = '\0';
+        t->ca_for_mhd = all;
+        r = 0;
+out:
+        if (crts)
+                free_crts(crts, n);
+        gnutls_free(pem.data);
+        free(td);
+        free(issuer);
+        free(u);
+        return r;
+}
+
+/* The service's own trust domain: SPIFFE_TRUST_DOMAIN, else that of the SPIFFE ID in
+ * TLS_CERT_FILE's first certificate (when it names exactly one). */
+static int own_trust_domain(const hxs_config *cfg, tls_state *t, char *msg, size_t cap)
+{
+        const char *rule = NULL;
+        const char *v = cfg->spiffe_trust_domain;
+
+        t->own_td[0] = '\0';
+        if (v[0]) {
+                if (strncmp(v, "spiffe://", 9) == 0) {
+                        snprintf(msg, cap, "SPIFFE_TRUST_DOMAIN: \"%.200s\": write the trust domain without spiffe://", v);
+                        return -EINVAL;
+                }
+                if (trust_domain_check(v, strlen(v), &rule) < 0) {
+                        snprintf(msg, cap, "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", v, rule);
+                        return -EINVAL;
+                }
+                snprintf(t->own_td, sizeof(t->own_td), "%s", v);
+                return 0;
+        }
+        if (!t->cert.data)
+                return 0;
+        gnutls_x509_crt_t crt = NULL;
+        uri_sans *u = malloc(sizeof(*u));
+        if (!u)
+                return 0;
+        if (gnutls_x509_crt_init(&crt) >= 0 &&
+            gnutls_x509_crt_import(crt, &t->cert, GNUTLS_X509_FMT_PEM) >= 0 && cert_uris(crt, u) == 0) {
+                char td[SPIFFE_TD_MAX + 1], found[SPIFFE_TD_MAX + 1] = "";
+                bool two = false;
+                for (size_t i = 0; i < u->n; i++)
+                        if (spiffe_trust_domain(u->v[i], u->len[i], td, sizeof(td)) == 0) {
+                                two |= found[0] && strcmp(found, td) != 0;
+                                memcpy(found, td, sizeof(td));
+                        }
+                if (!two)
+                        memcpy(t->own_td, found, sizeof(found));
+        }
+        if (crt)
+                gnutls_x509_crt_deinit(crt);
+        free(u);
+        return 0;
+}
+
+/* Reads and checks the server's files and the trust bundles into a new state;
+ * nothing is swapped here. */
 static int state_load(const hxs_config *cfg, tls_state **ret, char *msg, size_t cap)
 {
         tls_state *t = calloc(1, sizeof(*t));
         gnutls_certificate_credentials_t cred = NULL;
-        gnutls_datum_t ca = { 0 };
-        int r;
+        bundle_list bl = { 0 };
+        int r = 0;
 
         if (!t) {
                 snprintf(msg, cap, "TLS: out of memory");
                 return -ENOMEM;
         }
-        r = read_pem(cfg->tls_cert_file, &t->cert, msg, cap, "TLS_CERT_FILE");
-        if (r == 0)
-                r = read_pem(cfg->tls_key_file, &t->key, msg, cap, "TLS_KEY_FILE");
-        if (r < 0)
-                goto fail;
-        /* Each file on its own first: gnutls_certificate_set_x509_key_mem2 leaks what it
-         * parsed when a certificate does not decode (GnuTLS 3.7.9). */
-        gnutls_x509_crt_t *crts = NULL;
-        unsigned n_crts = 0;
-        r = gnutls_x509_crt_list_import2(&crts, &n_crts, &t->cert, GNUTLS_X509_FMT_PEM, 0);
-        if (r >= 0) {
-                for (unsigned i = 0; i < n_crts; i++)
-                        gnutls_x509_crt_deinit(crts[i]);
-                gnutls_free(crts);
-        }
-        if (r < 0 || n_crts == 0 || n_crts > CHAIN_MAX) {
-                snprintf(msg, cap, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
-                         r < 0 ? gnutls_strerror(r) : "not 1 to 16 PEM certificates");
-                r = -EINVAL;
-                goto fail;
-        }
-        gnutls_privkey_t key = NULL;
-        r = gnutls_privkey_init(&key);
-        if (r >= 0)
-                r = gnutls_privkey_import_x509_raw(key, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
-        if (key)
-                gnutls_privkey_deinit(key);
-        if (r < 0) {
-                snprintf(msg, cap, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
-                         cfg->tls_key_file, gnutls_strerror(r));
-                r = -EINVAL;
-                goto fail;
-        }
-        /* Does the key belong to the certificate? GnuTLS checks when both are set. */
-        if (gnutls_certificate_allocate_credentials(&cred) < 0) {
-                snprintf(msg, cap, "TLS: out of memory");
-                r = -ENOMEM;
-                goto fail;
-        }
-        r = gnutls_certificate_set_x509_key_mem2(cred, &t->cert, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
-        gnutls_certificate_free_credentials(cred);
-        if (r < 0) {
-                snprintf(msg, cap, "TLS_CERT_FILE, TLS_KEY_FILE: %s and %s: %s", cfg->tls_cert_file,
-                         cfg->tls_key_file, gnutls_strerror(r));
-                r = -EINVAL;
-                goto fail;
-        }
-
-        if (cfg->tls_client_ca_file[0]) {
-                r = read_pem(cfg->tls_client_ca_file, &ca, msg, cap, "TLS_CLIENT_CA_FILE");
+        if (cfg->tls_cert_file[0]) {
+                r = read_pem(cfg->tls_cert_file, &t->cert, msg, cap, "TLS_CERT_FILE");
+                if (r == 0)
+                        r = read_pem(cfg->tls_key_file, &t->key, msg, cap, "TLS_KEY_FILE");
                 if (r < 0)
                         goto fail;
-                if (gnutls_x509_trust_list_init(&t->trust, 0) < 0) {
-                        snprintf(msg, cap, "TLS: out of memory");
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                r = gnutls_x509_trust_list_add_trust_mem(t->trust, &ca, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
-                if (r <= 0) {
-                        snprintf(msg, cap, "TLS_CLIENT_CA_FILE: %s: %s", cfg->tls_client_ca_file,
-                                 r < 0 ? gnutls_strerror(r) : "no certificate in it");
+                /* Each file on its own first: gnutls_certificate_set_x509_key_mem2 leaks what it
+                 * parsed when a certificate does not decode (GnuTLS 3.7.9). */
+                gnutls_x509_crt_t *crts = NULL;
+                unsigned n_crts = 0;
+                r = import_all(&t->cert, CHAIN_MAX, &crts, &n_crts);
+                if (r >= 0)
+                        free_crts(crts, n_crts);
+                if (r < 0) {
+                        snprintf(msg, cap, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
+                                 r == GNUTLS_E_NO_CERTIFICATE_FOUND || r == GNUTLS_E_CERTIFICATE_LIST_UNSORTED ?
+                                 "not 1 to 16 PEM certificates" : gnutls_strerror(r));
                         r = -EINVAL;
                         goto fail;
                 }
-                t->ca_for_mhd = strndup((const char *)ca.data, ca.size);
-                if (!t->ca_for_mhd) {
+                gnutls_privkey_t key = NULL;
+                r = gnutls_privkey_init(&key);
+                if (r >= 0)
+                        r = gnutls_privkey_import_x509_raw(key, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
+                if (key)
+                        gnutls_privkey_deinit(key);
+                if (r < 0) {
+                        snprintf(msg, cap, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
+                                 cfg->tls_key_file, gnutls_strerror(r));
+                        r = -EINVAL;
+                        goto fail;
+                }
+                /* Does the key belong to the certificate? GnuTLS checks when both are set. */
+                if (gnutls_certificate_allocate_credentials(&cred) < 0) {
                         snprintf(msg, cap, "TLS: out of memory");
                         r = -ENOMEM;
                         goto fail;
                 }
+                r = gnutls_certificate_set_x509_key_mem2(cred, &t->cert, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
+                gnutls_certificate_free_credentials(cred);
+                if (r < 0) {
+                        snprintf(msg, cap, "TLS_CERT_FILE, TLS_KEY_FILE: %s and %s: %s", cfg->tls_cert_file,
+                                 cfg->tls_key_file, gnutls_strerror(r));
+                        r = -EINVAL;
+                        goto fail;
+                }
         }
-        gnutls_free(ca.data);
+        r = own_trust_domain(cfg, t, msg, cap);
+        if (r < 0)
+                goto fail;
+        r = bundles_parse(cfg->spiffe_trust_bundles, &bl, msg, cap);
+        if (r < 0)
+                goto fail;
+        for (size_t i = 0; i < bl.n; i++) {
+                r = load_bundle(t, "SPIFFE_TRUST_BUNDLES", bl.e[i].path, bl.e[i].td, msg, cap);
+                if (r < 0)
+                        goto fail;
+        }
+        if (cfg->tls_client_ca_file[0]) {
+                r = load_bundle(t, "TLS_CLIENT_CA_FILE", cfg->tls_client_ca_file, NULL, msg, cap);
+                if (r < 0)
+                        goto fail;
+        }
+        bundles_free(&bl);
         *ret = t;
         return 0;
 fail:
-        gnutls_free(ca.data);
+        bundles_free(&bl);
         state_free(t);
         return r < 0 ? r : -EINVAL;
 }
@@ -201,7 +495,7 @@ static int cert_callback(gnutls_session_t session, const struct gnutls_cert_retr
         gnutls_privkey_t key = NULL;
         unsigned n = CHAIN_MAX;
 
-        if (!t)
+        if (!t || !t->cert.data)
                 return -1;
         /* No CA names in the CertificateRequest: they would be those of the bundle at
          * start, and some clients (Go) send no certificate when the names do not match. */
@@ -233,27 +527,68 @@ fail_list:
         return -1;
 }
 
+/* "prod.example (2 CAs), partner.example (1 CA)" */
+static void domains_text(const tls_state *t, char *buf, size_t cap)
+{
+        size_t o = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; t && i < t->n_domains && o < cap; i++) {
+                int n = snprintf(buf + o, cap - o, "%s%s (%u CA%s)", i ? ", " : "", t->domains[i].name,
+                                 t->domains[i].n_cas, t->domains[i].n_cas == 1 ? "" : "s");
+                if (n < 0)
+                        break;
+                o += (size_t)n;
+        }
+        if (o >= cap && cap > 4)
+                memcpy(buf + cap - 4, "...", 4);
+}
+
 int tls_open(hxs_server *srv, hxs_error *err)
 {
-        char msg[400];
+        char msg[1024];
+        const hxs_config *cfg = &srv->cfg;
 
-        if (!srv->cfg.tls_cert_file[0])
+        if (!cfg->tls_cert_file[0] && !cfg->spiffe_trust_bundles[0]) {
+                /* nothing to load; still, a bad value must not pass unnoticed */
+                const char *rule = NULL;
+                if (cfg->spiffe_trust_domain[0] &&
+                    (strncmp(cfg->spiffe_trust_domain, "spiffe://", 9) == 0 ||
+                     trust_domain_check(cfg->spiffe_trust_domain, strlen(cfg->spiffe_trust_domain), &rule) < 0))
+                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN",
+                                              "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", cfg->spiffe_trust_domain,
+                                              rule ? rule : "write the trust domain without spiffe://");
                 return 0;
-        int r = state_load(&srv->cfg, &srv->tls, msg, sizeof(msg));
+        }
+        int r = state_load(cfg, &srv->tls, msg, sizeof(msg));
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_INVALID, r, "%s", msg);
         current = srv->tls;
+        if (srv->tls->n_domains) {
+                domains_text(srv->tls, msg, sizeof(msg));
+                log_line("start", "trust bundles: %s; own trust domain %s", msg,
+                         srv->tls->own_td[0] ? srv->tls->own_td : "unknown");
+        }
         return 0;
 }
 
 bool tls_enabled(const hxs_server *srv)
 {
-        return srv->tls != NULL;
+        return srv->tls && srv->tls->cert.data;
 }
 
 bool tls_mutual(const hxs_server *srv)
 {
-        return srv->tls && srv->tls->trust;
+        return tls_enabled(srv) && srv->tls->n_domains > 0;
+}
+
+bool tls_has_bundles(const hxs_server *srv)
+{
+        return srv->tls && srv->tls->n_domains > 0;
+}
+
+bool tls_has_bundle(const hxs_server *srv, const char *td)
+{
+        return domain_find(srv->tls, td) != NULL;
 }
 
 void *tls_cert_callback(void)
@@ -263,7 +598,7 @@ void *tls_cert_callback(void)
 
 const char *tls_mhd_trust(const hxs_server *srv)
 {
-        return srv->tls ? srv->tls->ca_for_mhd : NULL;
+        return tls_enabled(srv) ? srv->tls->ca_for_mhd : NULL;
 }
 
 int tls_reload(hxs_server *srv, char *msg, size_t cap)
@@ -271,7 +606,7 @@ int tls_reload(hxs_server *srv, char *msg, size_t cap)
         tls_state *t = NULL;
 
         if (!srv->tls) {
-                snprintf(msg, cap, "no TLS configured: nothing to reload");
+                snprintf(msg, cap, "no TLS and no trust bundles configured: nothing to reload");
                 return 0;
         }
         int r = state_load(&srv->cfg, &t, msg, cap);
@@ -286,7 +621,10 @@ int tls_reload(hxs_server *srv, char *msg, size_t cap)
         state_free(srv->tls);
         srv->tls = t;
         current = t;
-        snprintf(msg, cap, "certificates reloaded (%u since start)", t->reloads);
+        char domains[600];
+        domains_text(t, domains, sizeof(domains));
+        snprintf(msg, cap, "certificates reloaded (%u since start)%s%s", t->reloads,
+                 domains[0] ? "; trust bundles: " : "", domains);
         return 0;
 }
 
@@ -313,104 +651,198 @@ static const char *status_reason(unsigned status)
         return "the client certificate does not verify";
 }
 
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap,
-                const char **ret_why)
+/* Does the leaf name TLS client authentication in its extended key usage? 1 yes,
+ * 0 it names others, -1 it has none. */
+static int leaf_client_auth(gnutls_x509_crt_t crt)
+{
+        bool any = false;
+        for (unsigned i = 0;; i++) {
+                char oid[128];
+                size_t sz = sizeof(oid);
+                unsigned critical = 0;
+                int r = gnutls_x509_crt_get_key_purpose_oid(crt, i, oid, &sz, &critical);
+                if (r == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+                        return any ? 0 : -1;
+                if (r < 0)
+                        return 0; /* unreadable: not the client purpose */
+                any = true;
+                if (strcmp(oid, GNUTLS_KP_TLS_WWW_CLIENT) == 0)
+                        return 1;
+        }
+}
+
+/*
+ * An X509-SVID presented by a client (crts[0] the leaf, then what it sent of its
+ * chain): its one SPIFFE ID into ret, verified against the CAs of that ID's trust
+ * domain only. -EACCES with why otherwise.
+ */
+static int verify_svid(const tls_state *t, gnutls_x509_crt_t *crts, unsigned n, char *ret, size_t cap,
+                       char *why, size_t why_cap)
+{
+        unsigned critical = 0, status = 0, usage = 0;
+        uri_sans *u = NULL;
+        char td[SPIFFE_TD_MAX + 1];
+        int r = -EACCES;
+
+        ret[0] = '\0';
+        if (gnutls_x509_crt_get_ca_status(crts[0], &critical) > 0) {
+                snprintf(why, why_cap, "the client certificate is a CA certificate");
+                return -EACCES;
+        }
+        int ca = leaf_client_auth(crts[0]);
+        if (ca < 0) {
+                snprintf(why, why_cap, "the client certificate has no extended key usage: an X509-SVID used "
+                         "by a client must name id-kp-clientAuth");
+                return -EACCES;
+        }
+        if (ca == 0) {
+                snprintf(why, why_cap, "the client certificate is not for TLS client authentication");
+                return -EACCES;
+        }
+        if (gnutls_x509_crt_get_key_usage(crts[0], &usage, &critical) >= 0 &&
+            (usage & (GNUTLS_KEY_KEY_CERT_SIGN | GNUTLS_KEY_CRL_SIGN))) {
+                snprintf(why, why_cap, "the client certificate may sign certificates (key usage keyCertSign "
+                         "or cRLSign): not an X509-SVID leaf");
+                return -EACCES;
+        }
+        u = malloc(sizeof(*u));
+        if (!u) {
+                snprintf(why, why_cap, "out of memory");
+                return -ENOMEM;
+        }
+        if (cert_uris(crts[0], u) < 0 && u->n <= 1) {
+                snprintf(why, why_cap, "the client certificate has an unreadable or over-long subject alternative name");
+                goto out;
+        }
+        if (u->n > 1) {
+                snprintf(why, why_cap, "the client certificate has more than one URI SAN (one SPIFFE ID is required)");
+                goto out;
+        }
+        if (u->n == 0) {
+                snprintf(why, why_cap, "the client certificate has no URI SAN (no SPIFFE ID)");
+                goto out;
+        }
+        if (memchr(u->v[0], '\0', u->len[0]) || spiffe_id_check(u->v[0], u->len[0], NULL) < 0 ||
+            spiffe_trust_domain(u->v[0], u->len[0], td, sizeof(td)) < 0) {
+                snprintf(why, why_cap, "the client certificate's URI SAN is not a valid SPIFFE ID");
+                goto out;
+        }
+        if (u->len[0] >= cap) {
+                snprintf(why, why_cap, "the client certificate's SPIFFE ID is too long");
+                goto out;
+        }
+        const trust_domain *d = domain_find(t, td);
+        if (!d) {
+                snprintf(why, why_cap, "the client certificate's trust domain %s has no trust bundle here "
+                         "(SPIFFE_TRUST_BUNDLES, TLS_CLIENT_CA_FILE)", td);
+                goto out;
+        }
+        gnutls_typed_vdata_st vdata = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
+                                        .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT };
+        if (gnutls_x509_trust_list_verify_crt2(d->list, crts, n, &vdata, 1, 0, &status, NULL) < 0) {
+                snprintf(why, why_cap, "the client certificate does not verify");
+                goto out;
+        }
+        if (status != 0) {
+                snprintf(why, why_cap, "%s%s%s", status_reason(status),
+                         status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA) ?
+                         " of its trust domain " : "",
+                         status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA) ? td : "");
+                goto out;
+        }
+        memcpy(ret, u->v[0], u->len[0] + 1);
+        r = 0;
+out:
+        free(u);
+        return r;
+}
+
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,
+                size_t why_cap)
 {
         const union MHD_ConnectionInfo *ci;
         gnutls_session_t session;
         gnutls_x509_crt_t crts[CHAIN_MAX] = { 0 };
         const gnutls_datum_t *peers;
-        unsigned n = 0, status = 0, n_uri = 0;
-        const char *why = NULL;
-        char uri[SPIFFE_ID_MAX + 1];
-        size_t uri_len = 0;
+        unsigned n = 0;
         int r = -EACCES;
 
         ret[0] = '\0';
         if (!tls_mutual(srv)) {
-                *ret_why = "mTLS is not configured";
+                snprintf(why, why_cap, "mTLS is not configured");
                 return -EACCES;
         }
         ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         if (!ci || !ci->tls_session) {
-                *ret_why = "no TLS session";
+                snprintf(why, why_cap, "no TLS session");
                 return -EACCES;
         }
         session = ci->tls_session;
         if (gnutls_certificate_type_get(session) != GNUTLS_CRT_X509) {
-                *ret_why = "the client certificate is not X.509";
+                snprintf(why, why_cap, "the client certificate is not X.509");
                 return -EACCES;
         }
         peers = gnutls_certificate_get_peers(session, &n);
         if (!peers || n == 0) {
-                *ret_why = "no client certificate";
+                snprintf(why, why_cap, "no client certificate");
                 return -EACCES;
         }
         if (n > CHAIN_MAX) {
-                *ret_why = "the client certificate chain is too long";
+                snprintf(why, why_cap, "the client certificate chain is too long");
                 return -EACCES;
         }
         for (unsigned i = 0; i < n; i++) {
                 if (gnutls_x509_crt_init(&crts[i]) < 0 ||
                     gnutls_x509_crt_import(crts[i], &peers[i], GNUTLS_X509_FMT_DER) < 0) {
-                        why = "the client certificate does not parse";
+                        snprintf(why, why_cap, "the client certificate does not parse");
                         goto out;
                 }
         }
-        gnutls_typed_vdata_st vdata = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
-                                        .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT };
-        if (gnutls_x509_trust_list_verify_crt2(srv->tls->trust, crts, n, &vdata, 1, 0, &status,
-                                               NULL) < 0) {
-                why = "the client certificate does not verify";
-                goto out;
-        }
-        if (status != 0) {
-                why = status_reason(status);
-                goto out;
-        }
-        unsigned critical = 0;
-        if (gnutls_x509_crt_get_ca_status(crts[0], &critical) > 0) {
-                why = "the client certificate is a CA certificate";
-                goto out;
-        }
-        for (unsigned i = 0;; i++) {
-                char buf[SPIFFE_ID_MAX + 1];
-                size_t sz = sizeof(buf) - 1;
-                int t = gnutls_x509_crt_get_subject_alt_name(crts[0], i, buf, &sz, &critical);
-                if (t == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
-                        break;
-                if (t < 0) {
-                        why = "the client certificate has an unreadable or over-long subject alternative name";
-                        goto out;
-                }
-                if (t != GNUTLS_SAN_URI)
-                        continue;
-                if (++n_uri > 1) {
-                        why = "the client certificate has more than one URI SAN (one SPIFFE ID is required)";
-                        goto out;
-                }
-                memcpy(uri, buf, sz);
-                uri_len = sz;
-        }
-        if (n_uri == 0) {
-                why = "the client certificate has no URI SAN (no SPIFFE ID)";
-                goto out;
-        }
-        if (memchr(uri, '\0', uri_len) || spiffe_id_check(uri, uri_len, NULL) < 0) {
-                why = "the client certificate's URI SAN is not a valid SPIFFE ID";
-                goto out;
-        }
-        if (uri_len >= cap) {
-                why = "the client certificate's SPIFFE ID is too long";
-                goto out;
-        }
-        memcpy(ret, uri, uri_len);
-        ret[uri_len] = '\0';
-        r = 0;
+        r = verify_svid(srv->tls, crts, n, ret, cap, why, why_cap);
 out:
         for (unsigned i = 0; i < n && i < CHAIN_MAX; i++)
                 if (crts[i])
                         gnutls_x509_crt_deinit(crts[i]);
-        *ret_why = why;
+        return r;
+}
+
+int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, char *why,
+                         size_t why_cap)
+{
+        gnutls_x509_crt_t *chain = NULL, *leaf = NULL;
+        unsigned n_chain = 0, n_leaf = 0;
+        int r = -EACCES;
+
+        ret[0] = '\0';
+        if (!tls_has_bundles(srv)) {
+                snprintf(why, why_cap, "no trust bundles are configured to verify it (SPIFFE_TRUST_BUNDLES, "
+                         "TLS_CLIENT_CA_FILE)");
+                return -EACCES;
+        }
+        if (x->chain) {
+                gnutls_datum_t d = { (unsigned char *)x->chain, (unsigned)x->chain_len };
+                if (import_all(&d, CHAIN_MAX, &chain, &n_chain) < 0) {
+                        snprintf(why, why_cap, "Chain is not 1 to %d PEM certificates", CHAIN_MAX);
+                        goto out;
+                }
+        }
+        if (x->cert) {
+                gnutls_datum_t d = { (unsigned char *)x->cert, (unsigned)x->cert_len };
+                if (import_all(&d, 1, &leaf, &n_leaf) < 0) {
+                        snprintf(why, why_cap, "Cert is not one PEM certificate");
+                        goto out;
+                }
+                if (chain && !gnutls_x509_crt_equals(chain[0], leaf[0])) {
+                        snprintf(why, why_cap, "Cert is not the first certificate of Chain");
+                        goto out;
+                }
+        }
+        r = chain ? verify_svid(srv->tls, chain, n_chain, ret, cap, why, why_cap) :
+                    verify_svid(srv->tls, leaf, n_leaf, ret, cap, why, why_cap);
+out:
+        if (chain)
+                free_crts(chain, n_chain);
+        if (leaf)
+                free_crts(leaf, n_leaf);
         return r;
 }

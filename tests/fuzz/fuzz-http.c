@@ -21,15 +21,24 @@
  * (0 reply now, 1 overloaded, 2 suspend then reply, 3 suspend then the client leaves),
  * X-Fuzz-Identity (callers identified: the peer is a trusted proxy, AUTH_ALLOW is
  * FUZZ_ALLOW; without it there are no identities and X-Forwarded-Client-Cert is
- * ignored).
+ * ignored). The body reaches the handler as MHD would hand it over: with
+ * Transfer-Encoding, all of it (as decoded chunks); with Content-Length, that many
+ * bytes, and when fewer follow the client leaves before the body ends; with neither,
+ * none. A Content-Length that MHD itself refuses (not digits) ends the input.
  *
  * Invariants: at most one response per request and exactly one unless the connection
- * was closed; a known status; every JSON reply parses and error replies carry
- * error.code and error.message; without identities the caller is always anonymous;
- * with them every route but /health answers 403 unless X-Forwarded-Client-Cert
- * names a valid SPIFFE ID that AUTH_ALLOW lists, and that ID is the caller; a request is
- * refused with 415 exactly when its Content-Type is not application/json; each
- * execution request is logged once, as one valid JSON line.
+ * was closed or the client left; a known status; every JSON reply parses and error
+ * replies carry error.code and error.message; framing that could be read two ways
+ * (Content-Length or Transfer-Encoding twice, a coding other than chunked, both) is a
+ * 400 at once on any route, with Connection: close; a reply sent before an unread
+ * body (chunked, or longer than MAX_BODY_BYTES) is queued from the headers call and
+ * the connection is marked to close lingering; without identities the caller is
+ * always anonymous; with them every route but /health answers exactly one 403 (unless
+ * the client left first) unless X-Forwarded-Client-Cert names a valid SPIFFE ID that
+ * AUTH_ALLOW lists and forwards no certificate (this harness has no trust bundles),
+ * and that ID is the caller; a request is refused with 415 exactly when its
+ * Content-Type is not application/json; each execution request is logged once, as one
+ * valid JSON line.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -63,6 +72,10 @@ static struct {
         size_t reply_len;
         int logs;               /* log_call lines */
         call *pending;          /* suspended by the admission stub */
+        int queued_at;          /* the handler call (0: headers) that queued the response */
+        int calls;              /* handler calls so far */
+        bool linger;            /* conn_linger was called */
+        bool close_header;      /* the response says Connection: close */
 } fx;
 
 static int fake_connection;
@@ -134,17 +147,54 @@ const union MHD_ConnectionInfo *__wrap_MHD_get_connection_info(struct MHD_Connec
         return NULL;
 }
 
-/* tls.c needs a handshake: this harness has no mTLS (tls_peer_id is never reached). */
+/* tls.c needs a handshake: this harness has no mTLS (tls_peer_id is never reached)
+ * and no trust bundles (a forwarded certificate is refused). */
 bool tls_mutual(const hxs_server *srv)
 {
         return false;
 }
 
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap,
-                const char **ret_why)
+bool tls_has_bundles(const hxs_server *srv)
+{
+        return false;
+}
+
+bool tls_has_bundle(const hxs_server *srv, const char *td)
+{
+        return false;
+}
+
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,
+                size_t why_cap)
 {
         CHECK(false);
         return -EACCES;
+}
+
+int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, char *why,
+                         size_t why_cap)
+{
+        CHECK(x->cert || x->chain);
+        CHECK(x->cert == NULL || strlen(x->cert) == x->cert_len);
+        CHECK(x->chain == NULL || strlen(x->chain) == x->chain_len);
+        ret[0] = '\0';
+        snprintf(why, why_cap, "no trust bundles are configured to verify it");
+        return -EACCES;
+}
+
+/* conn.c needs real connections. */
+void conn_linger(struct MHD_Connection *conn)
+{
+        CHECK(conn == CONN);
+        fx.linger = true;
+}
+
+void conn_stats(const hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
+                uint32_t *ret_lingering)
+{
+        *ret_fresh = 1;
+        *ret_established = 2;
+        *ret_lingering = 0;
 }
 
 const char *__wrap_MHD_lookup_connection_value(struct MHD_Connection *conn,
@@ -166,6 +216,9 @@ enum MHD_Result __wrap_MHD_queue_response(struct MHD_Connection *conn, unsigned 
         CHECK(resp != NULL);
         fx.queued++;
         fx.status = status;
+        fx.queued_at = fx.calls;
+        const char *conn_hdr = MHD_get_response_header(resp, MHD_HTTP_HEADER_CONNECTION);
+        fx.close_header = conn_hdr && strcasecmp(conn_hdr, "close") == 0;
         return MHD_YES;
 }
 
@@ -344,10 +397,22 @@ static unsigned count_headers(const char *name)
         return n;
 }
 
+/* Could the body's length be read two ways (see http.c)? */
+static bool bad_framing(void)
+{
+        const char *te = header("Transfer-Encoding");
+        unsigned n_cl = count_headers("Content-Length"), n_te = count_headers("Transfer-Encoding");
+        return n_cl > 1 || n_te > 1 || (n_te && strcasecmp(te, "chunked") != 0) || (n_te && n_cl);
+}
+
 /* Who the request is from, and whether it was let in. */
-static void check_caller(const call *c, const hxs_server *s)
+static void check_caller(const call *c, const hxs_server *s, bool left)
 {
         CHECK(memchr(c->caller, '\0', sizeof(c->caller)) != NULL);
+        if (bad_framing()) {
+                CHECK(fx.queued == 1 && fx.status == 400 && fx.queued_at == 0 && fx.close_header);
+                return;
+        }
         if (!s->identity_on) {
                 CHECK(c->caller[0] == '\0'); /* the header is ignored */
                 CHECK(fx.status != 403);
@@ -359,11 +424,20 @@ static void check_caller(const call *c, const hxs_server *s)
         }
         const char *x = header("X-Forwarded-Client-Cert");
         char id[SPIFFE_ID_MAX + 1] = "";
-        bool ok = x && count_headers("X-Forwarded-Client-Cert") == 1 &&
-                  xfcc_caller(x, strlen(x), id, sizeof(id), NULL) == 0 &&
-                  allowlist_match(&s->allow, id);
+        xfcc_client xc;
+        bool parsed = x && count_headers("X-Forwarded-Client-Cert") == 1 &&
+                      xfcc_parse(x, strlen(x), &xc, NULL) == 0;
+        bool ok = parsed && xc.id[0] && !xc.cert && !xc.chain && allowlist_match(&s->allow, xc.id);
+        if (parsed) {
+                memcpy(id, xc.id, sizeof(id));
+                xfcc_client_free(&xc);
+        }
         if (!ok) {
-                CHECK(fx.queued == 1 && fx.status == 403);
+                /* refused, and told so: never a close without the 403 */
+                if (left)
+                        CHECK(fx.queued <= 1 && (!fx.queued || fx.status == 403));
+                else
+                        CHECK(fx.queued == 1 && fx.status == 403);
                 return;
         }
         CHECK(fx.status != 403);
@@ -501,6 +575,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         const char *body = p;
         size_t body_len = (size_t)(end - p);
+        /* What MHD hands over (see the header comment). */
+        bool left = false;
+        const char *cl = header("Content-Length");
+        if (header("Transfer-Encoding")) {
+                /* chunked (or refused): the body as it comes */
+        } else if (cl) {
+                char *e = NULL;
+                errno = 0;
+                unsigned long long n = strtoull(cl, &e, 10);
+                if (!cl[0] || *e || errno || cl[strspn(cl, "0123456789")] || !strspn(cl, "0123456789")) {
+                        free(url);
+                        reset();
+                        return 0; /* MHD answers such a request itself */
+                }
+                if (n < body_len)
+                        body_len = (size_t)n;
+                else if (n > body_len)
+                        left = true; /* the client stops short and goes */
+        } else {
+                body_len = 0;
+        }
         if (chunk == 0 || chunk > body_len)
                 chunk = body_len ? body_len : 1;
 
@@ -523,6 +618,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool closed = false;
         enum MHD_Result r = http_handler(&srv, CONN, url, method, "HTTP/1.1", NULL, &zero,
                                          &req_cls);
+        fx.calls++;
         call *c = req_cls;
         CHECK(c != NULL);
         route rt = c->route;
@@ -534,18 +630,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t off = 0; !closed && !fx.queued && off < body_len; off += chunk) {
                 size_t n = body_len - off < chunk ? body_len - off : chunk;
                 char *piece = copy(body + off, n);
-                size_t left = n;
-                r = http_handler(&srv, CONN, url, method, "HTTP/1.1", piece, &left, &req_cls);
+                size_t unread = n;
+                r = http_handler(&srv, CONN, url, method, "HTTP/1.1", piece, &unread, &req_cls);
+                fx.calls++;
                 free(piece);
-                CHECK(left == 0);
+                CHECK(unread == 0);
                 CHECK(req_cls == c);
                 if (r == MHD_NO)
                         closed = true;
         }
-        /* The final call, and the resume of a suspended request. */
-        if (!closed && !fx.queued) {
+        /* The final call (unless the client left), and the resume of a suspended request. */
+        if (!closed && !fx.queued && !left) {
                 zero = 0;
                 r = http_handler(&srv, CONN, url, method, "HTTP/1.1", NULL, &zero, &req_cls);
+                fx.calls++;
                 if (r == MHD_NO)
                         closed = true;
         }
@@ -566,23 +664,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (r == MHD_NO)
                         closed = true;
         }
-        if (!closed)
+        if (!closed && !(left && !fx.queued))
                 CHECK(c->state == CALL_DONE);
 
         /* 415 exactly when an execution request that got that far is not JSON. */
-        if (is_exec && fx.queued && !srv.draining && fx.status != 403) {
-                const char *cl = header("Content-Length");
+        bool framing = bad_framing();
+        if (is_exec && fx.queued && !srv.draining && fx.status != 403 && !framing) {
                 bool small = !cl || strtoull(cl, NULL, 10) <= srv.cfg.max_body_bytes;
                 if (small)
                         CHECK((fx.status == 415) == !is_json_content_type(header("Content-Type")));
         }
-        check_caller(c, &srv);
-        check_reply(rt, closed);
+        /* A body the service does not read is never met with a bare close: a refusal of a
+         * body above MAX_BODY_BYTES goes out from the headers, and whenever the reply
+         * leaves a body unread, or the service closes, the connection lingers. */
+        uint64_t length = cl ? strtoull(cl, NULL, 10) : 0;
+        bool has_body = header("Transfer-Encoding") || length > 0;
+        if (fx.queued && fx.status != 200 && length > srv.cfg.max_body_bytes)
+                CHECK(fx.queued_at == 0);
+        if (fx.queued && fx.queued_at == 0 && has_body)
+                CHECK(fx.linger && fx.close_header);
+        if (closed && !fx.queued)
+                CHECK(fx.linger);
+        check_caller(c, &srv, left);
+        check_reply(rt, closed || (left && !fx.queued));
 
         http_completed(&srv, CONN, &req_cls,
-                       closed ? MHD_REQUEST_TERMINATED_WITH_ERROR : MHD_REQUEST_TERMINATED_COMPLETED_OK);
+                       closed ? MHD_REQUEST_TERMINATED_WITH_ERROR :
+                       left && !fx.queued ? MHD_REQUEST_TERMINATED_CLIENT_ABORT :
+                                            MHD_REQUEST_TERMINATED_COMPLETED_OK);
         CHECK(req_cls == NULL);
         CHECK(fx.logs == (is_exec && !(fx.admit == 3 && fx.pending) ? 1 : 0));
+        (void)r;
         CHECK(srv.n_held == 0);
 
         free(url);

@@ -1,12 +1,17 @@
 """Test PKI for the identity suite (test_service_identity.py), made with Debian's
-`openssl` command into a temporary directory: a CA, a server certificate for
+`openssl` command into a temporary directory: CAs (roots and intermediates, with or
+without a SPIFFE URI SAN naming their trust domain), a server certificate for
 127.0.0.1, client certificates with SPIFFE URI SANs, and the bad ones (another CA,
-self-signed, expired, two URI SANs, none). Nothing here touches the network.
+self-signed, expired, two URI SANs, none, no extended key usage). Nothing here touches
+the network.
 
     pki = Pki(tmpdir)
     pki.ca("ca")                                  -> ca.pem / ca.key
+    pki.ca("int", issuer="ca", uris=["spiffe://td"]) -> an intermediate CA
     pki.leaf("alice", "ca", uris=["spiffe://..."]) -> alice.pem / alice.key
     pki.client_context("alice")                   -> ssl.SSLContext trusting ca.pem
+    pki.bundle("b", "ca", "int")                  -> b.pem, the certificates one after the other
+    xfcc_cert(pki, "alice", chain=["int"])        -> Cert="..." and Chain="..." as Envoy writes them
 """
 
 from __future__ import annotations
@@ -41,18 +46,39 @@ class Pki:
         _run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
               "-out", f"{name}.key"], self.dir)
 
-    def ca(self, name: str, cn: Optional[str] = None) -> None:
+    def ca(self, name: str, cn: Optional[str] = None, uris: Sequence[str] = (),
+           issuer: Optional[str] = None) -> None:
+        """A root CA, or with issuer an intermediate CA signed by that CA; uris become
+        URI SANs (a CA names its SPIFFE trust domain as spiffe://td)."""
         self._key(name)
-        _run(["req", "-x509", "-new", "-key", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
-              "-subj", f"/CN={cn or name}",
-              "-addext", "basicConstraints=critical,CA:TRUE",
-              "-addext", "keyUsage=critical,keyCertSign,cRLSign"], self.dir)
+        lines = ["basicConstraints=critical,CA:TRUE", "keyUsage=critical,keyCertSign,cRLSign"]
+        if uris:
+            lines.append("subjectAltName=" + ",".join(f"URI:{u}" for u in uris))
+        ext = self.dir / f"{name}.ext"
+        ext.write_text("\n".join(lines) + "\n")
+        if issuer is None:
+            _run(["req", "-x509", "-new", "-key", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
+                  "-subj", f"/CN={cn or name}", "-extensions", "v3",
+                  "-config", self._req_conf(name, ext.name)], self.dir)
+            return
+        _run(["req", "-new", "-key", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn or name}"],
+             self.dir)
+        _run(["x509", "-req", "-in", f"{name}.csr", "-CA", f"{issuer}.pem", "-CAkey", f"{issuer}.key",
+              "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", ext.name], self.dir)
 
-    def _ext(self, name: str, uris: Sequence[str], ips: Sequence[str], usage: str) -> str:
+    def bundle(self, name: str, *certs: str) -> str:
+        """name.pem holding the PEM certificates of certs, in order; returns its path."""
+        text = "".join(Path(self.path(c, "pem")).read_text() for c in certs)
+        path = self.dir / f"{name}.pem"
+        path.write_text(text)
+        return str(path)
+
+    def _ext(self, name: str, uris: Sequence[str], ips: Sequence[str], usage: Optional[str],
+             key_usage: str = "digitalSignature,keyEncipherment") -> str:
         sans = [f"URI:{u}" for u in uris] + [f"IP:{i}" for i in ips]
-        lines = ["basicConstraints=critical,CA:FALSE",
-                 "keyUsage=critical,digitalSignature,keyEncipherment",
-                 f"extendedKeyUsage={usage}"]
+        lines = ["basicConstraints=critical,CA:FALSE", f"keyUsage=critical,{key_usage}"]
+        if usage:
+            lines.append(f"extendedKeyUsage={usage}")
         if sans:
             lines.append("subjectAltName=" + ",".join(sans))
         ext = self.dir / f"{name}.ext"
@@ -60,10 +86,11 @@ class Pki:
         return ext.name
 
     def leaf(self, name: str, ca: str, uris: Sequence[str] = (), ips: Sequence[str] = (),
-             usage: str = "clientAuth", expired: bool = False) -> None:
-        """A certificate signed by ca (or self-signed when ca == name's own new key)."""
+             usage: Optional[str] = "clientAuth", expired: bool = False,
+             key_usage: str = "digitalSignature,keyEncipherment") -> None:
+        """A certificate signed by ca; usage None: no extended key usage at all."""
         self._key(name)
-        ext = self._ext(name, uris, ips, usage)
+        ext = self._ext(name, uris, ips, usage, key_usage)
         _run(["req", "-new", "-key", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}"], self.dir)
         if not expired:
             _run(["x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
@@ -96,13 +123,32 @@ class Pki:
         conf.write_text("[req]\ndistinguished_name = dn\n[dn]\n[v3]\n" + (self.dir / ext).read_text())
         return conf.name
 
-    def client_context(self, client: Optional[str], server_ca: str = "ca") -> ssl.SSLContext:
+    def client_context(self, client: Optional[str], server_ca: str = "ca",
+                       chain: Sequence[str] = ()) -> ssl.SSLContext:
+        """Trusts server_ca; presents client's certificate, followed by the certificates
+        of chain (intermediates) when given."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.load_verify_locations(self.path(server_ca, "pem"))
         ctx.check_hostname = False  # the server certificate names 127.0.0.1 by IP
         if client:
-            ctx.load_cert_chain(self.path(client, "pem"), self.path(client, "key"))
+            cert = self.path(client, "pem")
+            if chain:
+                cert = self.bundle(f"{client}-chain", client, *chain)
+            ctx.load_cert_chain(cert, self.path(client, "key"))
         return ctx
+
+
+def xfcc_cert(pki: Pki, leaf: Optional[str] = None, chain: Optional[Sequence[str]] = None) -> str:
+    """The Cert= and Chain= pairs of X-Forwarded-Client-Cert as Envoy writes them: the
+    URL-encoded PEM of the client's certificate, and of its chain (the leaf first)."""
+    from urllib.parse import quote
+    pairs = []
+    if leaf:
+        pairs.append('Cert="%s"' % quote(Path(pki.path(leaf, "pem")).read_text(), safe=""))
+    if chain is not None:
+        text = "".join(Path(pki.path(c, "pem")).read_text() for c in chain)
+        pairs.append('Chain="%s"' % quote(text, safe=""))
+    return ";".join(pairs)
 
 
 def https_request(address: str, ctx: ssl.SSLContext, method: str, path: str,

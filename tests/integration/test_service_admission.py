@@ -1,6 +1,8 @@
 """Admission control and the life of executions inside `hexr-sandbox serve`: the
 bounded queue and 429, queue timeouts, clients that disconnect (their sandbox must die),
-draining on SIGTERM, and the connection limit.
+draining on SIGTERM, and connections: the limit, the per-address limit, the handshake
+deadline and the slots kept for connections that sent a request (idle connections from
+127.0.0.1, a caller from 127.0.0.2; loopback only).
 
 Each test starts its own service (start_service) with the settings it needs. Times are
 never asserted, only bounded by generous timeouts: the machine is a noisy VM.
@@ -10,17 +12,23 @@ Run: /usr/bin/python3 -m pytest tests/integration/test_service_admission.py -q
 
 from __future__ import annotations
 
+import http.client
 import json
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
+from _certs import Pki
 from conftest import get_metrics, http_request, post_exec, wait_for
 
 
@@ -278,24 +286,160 @@ def test_sighup_without_tls_changes_nothing(start_service):
 # ---- connections ----------------------------------------------------------------------------------
 
 
+def _established(url: str) -> float:
+    # the connection asking counts itself
+    return gauge(url, 'hexr_sandbox_connections{state="established"}') - 1
+
+
 def test_connection_limit(start_service):
-    svc = start_service(env={"MAX_CONNECTIONS": "4"})
+    """MAX_CONNECTIONS connections that have sent a request line hold every slot: a
+    newcomer waits until one goes."""
+    svc = start_service(env={"MAX_CONNECTIONS": "6"})
     host, port = svc.address.rsplit(":", 1)
-    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(4)]
+    held = []
     try:
-        time.sleep(0.5)  # let the service accept them
+        for i in range(5):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(b"GET /health HTTP/1.1\r\nHo")   # a request line, the headers unfinished
+            held.append(s)
+            wait_for(lambda: _established(svc.url) == i + 1, 30, f"connection {i + 1} to be read")
+        held.append(socket.create_connection((host, int(port)), timeout=10))
+        held[-1].sendall(b"GET /health HTTP/1.1\r\nHo")   # now at the limit
         extra = socket.create_connection((host, int(port)), timeout=3)
         extra.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
         try:
             data = extra.recv(4096)
         except (ConnectionResetError, socket.timeout):
             data = b""
+        assert not data.startswith(b"HTTP/1.1 200"), "a seventh connection was served"
+        held[0].close()
+        extra.settimeout(30)
+        data = extra.recv(4096)
         extra.close()
-        assert not data.startswith(b"HTTP/1.1 200"), "a fifth connection was served"
+        assert data.startswith(b"HTTP/1.1 200"), data
+    finally:
+        for s in held:
+            s.close()
+    wait_for(lambda: http_request(svc.url, "GET", "/health")[0] == 200, 15, "service after the limit")
+
+
+# ---- connections that never send a request: they cannot lock callers out -----------------------------
+
+
+@pytest.fixture(scope="module")
+def pki():
+    d = tempfile.mkdtemp(prefix="hxs-conn-pki-")
+    p = Pki(Path(d))
+    p.ca("ca", "conn test CA", uris=["spiffe://example.org"])
+    p.leaf("server", "ca", uris=["spiffe://example.org/sandbox"], ips=["127.0.0.1"], usage="serverAuth")
+    p.leaf("alice", "ca", uris=["spiffe://example.org/agents/alice"])
+    yield p
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _tls_env(pki: Pki) -> Dict[str, str]:
+    return {"TLS_CERT_FILE": pki.path("server", "pem"), "TLS_KEY_FILE": pki.path("server", "key"),
+            "TLS_CLIENT_CA_FILE": pki.path("ca", "pem"), "AUTH_ALLOW": "spiffe://example.org/agents/*"}
+
+
+def _valid_call(svc, pki: Optional[Pki], source: str, timeout: float = 20) -> Tuple[int, Any]:
+    """An execution from source (127.0.0.x), as the service's valid caller."""
+    host, port = svc.address.rsplit(":", 1)
+    if pki:
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            host, int(port), timeout=timeout, context=pki.client_context("alice"), source_address=(source, 0))
+    else:
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout, source_address=(source, 0))
+    try:
+        conn.request("POST", "/api/v1/exec", json.dumps({"code": "echo served", "language": "bash"}),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def _metrics(svc, pki: Optional[Pki]) -> Dict[str, float]:
+    if not pki:
+        return get_metrics(svc.url)
+    from _certs import https_request
+    status, _, text = https_request(svc.address, pki.client_context("alice"), "GET", "/metrics", timeout=30)
+    assert status == 200
+    return {k: float(v) for k, _, v in (ln.rpartition(" ") for ln in text.splitlines()
+                                        if ln and not ln.startswith("#"))}
+
+
+@pytest.mark.parametrize("transport", ["plain", "tls"])
+def test_idle_connections_from_one_address_do_not_lock_callers_out(start_service, pki, transport):
+    """256 TCP connections from one address that never start TLS or send a byte (as
+    many as MAX_CONNECTIONS): a caller from another address is served, and one from
+    the same address too (it takes the place of an idle one)."""
+    tls = pki if transport == "tls" else None
+    svc = start_service(env=_tls_env(pki) if tls else None)
+    host, port = svc.address.rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(256)]
+    try:
+        # accepted in the order they connected: these come after all 256
+        status, res = _valid_call(svc, tls, "127.0.0.2")
+        assert status == 200 and res["stdout"] == "served\n", res
+        status, res = _valid_call(svc, tls, "127.0.0.1")
+        assert status == 200 and res["stdout"] == "served\n", res
+        # each past the 32nd took the place of the address's oldest idle one
+        m = _metrics(svc, tls)
+        assert m['hexr_sandbox_connections_closed_total{reason="replaced"}'] >= 256 - 32, m
+        assert m['hexr_sandbox_connections{state="new"}'] <= 32, m
     finally:
         for s in idle:
             s.close()
-    wait_for(lambda: http_request(svc.url, "GET", "/health")[0] == 200, 15, "service after the limit")
+
+
+def test_fresh_connections_give_way_to_newer_ones(start_service):
+    """Without the per-address limit (MAX_CONNECTIONS_PER_ADDRESS = MAX_CONNECTIONS),
+    connections that sent no request line may hold three quarters of the slots; a
+    newcomer replaces the oldest of them."""
+    svc = start_service(env={"MAX_CONNECTIONS_PER_ADDRESS": "256"})
+    host, port = svc.address.rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(256)]
+    try:
+        status, res = _valid_call(svc, None, "127.0.0.2")
+        assert status == 200 and res["stdout"] == "served\n", res
+        m = get_metrics(svc.url)
+        assert m['hexr_sandbox_connections_closed_total{reason="replaced"}'] >= 256 - 192, m
+        assert m['hexr_sandbox_connections{state="new"}'] <= 192, m
+    finally:
+        for s in idle:
+            s.close()
+
+
+@pytest.mark.parametrize("transport", ["plain", "tls"])
+def test_handshake_timeout_closes_silent_connections(start_service, pki, transport):
+    tls = pki if transport == "tls" else None
+    env = dict(_tls_env(pki) if tls else {}, HANDSHAKE_TIMEOUT="1s")
+    svc = start_service(env=env)
+    host, port = svc.address.rsplit(":", 1)
+    silent = socket.create_connection((host, int(port)), timeout=30)
+    if tls:
+        # the handshake done, then nothing: still no request line
+        silent = pki.client_context("alice").wrap_socket(silent)
+    talker = socket.create_connection((host, int(port)), timeout=30)
+    talker.sendall(b"GET /health HTTP/1.1\r\n") if not tls else None
+    try:
+        try:
+            data = silent.recv(4096)
+        except (ConnectionResetError, ssl.SSLError):
+            data = b""
+        assert data == b"", data
+        m = _metrics(svc, tls)
+        assert m['hexr_sandbox_connections_closed_total{reason="handshake_timeout"}'] >= 1, m
+        if not tls:
+            # a request line in time: the rest of the request has the longer deadline
+            time.sleep(2)
+            talker.sendall(b"Host: t\r\n\r\n")
+            assert talker.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        silent.close()
+        talker.close()
+    assert any(r.get("event") == "http" and "HANDSHAKE_TIMEOUT" in r["message"] for r in svc.json_log())
 
 
 def test_keep_alive_serves_several_requests(service_url):

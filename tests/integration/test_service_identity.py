@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from _certs import Pki, https_request
+from _certs import Pki, https_request, xfcc_cert
 from conftest import BIN, free_port, http_request, post_exec, wait_for
 
 TD = "spiffe://example.org"
@@ -42,8 +42,9 @@ def pki() -> Pki:
     p = Pki(Path(d))
     p.ca("ca", "hexr test CA")
     p.ca("other", "some other CA")
-    p.leaf("server", "ca", ips=["127.0.0.1"], usage="serverAuth")
-    p.leaf("server2", "ca", ips=["127.0.0.1"], usage="serverAuth")
+    # the service's own SVID: its trust domain is the one of CAs that name none
+    p.leaf("server", "ca", uris=[f"{TD}/sandbox"], ips=["127.0.0.1"], usage="serverAuth")
+    p.leaf("server2", "ca", uris=[f"{TD}/sandbox"], ips=["127.0.0.1"], usage="serverAuth")
     p.leaf("alice", "ca", uris=[ALICE])
     p.leaf("bob", "ca", uris=[BOB])
     p.leaf("eve", "ca", uris=[EVE])
@@ -199,10 +200,12 @@ def test_metrics_carry_bounded_caller_labels(start_service, pki):
 @pytest.fixture
 def unix_proxy_service(start_service):
     d = tempfile.mkdtemp(prefix="hxs-xfcc-")
+    n = [0]
     def start(**env: str):
         full = {"TRUSTED_PROXIES": "unix", "AUTH_ALLOW": ALLOW}
         full.update(env)
-        return start_service(env=full, listen=f"unix:{d}/s.sock")
+        n[0] += 1
+        return start_service(env=full, listen=f"unix:{d}/s{n[0]}.sock")
     yield start
     shutil.rmtree(d, ignore_errors=True)
 
@@ -288,6 +291,324 @@ def test_xfcc_behind_mtls_proxy(start_service, pki):
     # but an unverified connection gets nowhere, whatever it claims
     status, _, res = call(svc, pki, "selfie", headers={"X-Forwarded-Client-Cert": xfcc(ALICE)})
     assert status == 403
+
+
+# ---- trust domains: an ID is believed only from its own trust domain's CAs ---------------------------
+
+PROD = "spiffe://prod.example"
+PARTNER = "spiffe://partner.example"
+VICTIM = f"{PROD}/agents/victim"
+RUNNER = f"{PARTNER}/ci/runner"
+FED_ALLOW = f"{PROD}/agents/*,{RUNNER},{PARTNER}/ci/runner2,spiffe://elsewhere.example"
+
+
+@pytest.fixture(scope="module")
+def fed() -> Pki:
+    """Two trust domains federated into one service, as in the README's example."""
+    d = tempfile.mkdtemp(prefix="hxs-fed-")
+    p = Pki(Path(d))
+    p.ca("ca_prod", "prod root", uris=[PROD])
+    p.ca("ca_partner", "partner root", uris=[PARTNER])
+    p.ca("ca_plain", "root naming no trust domain")               # belongs to the service's own
+    p.ca("int_prod", "prod intermediate", issuer="ca_prod")       # no URI: its issuer's
+    p.ca("int_partner", "partner intermediate", issuer="ca_partner")
+    p.ca("ca_other", "nobody's root", uris=["spiffe://elsewhere.example"])
+    p.ca("int_conflict", "prod CA naming partner", issuer="ca_prod", uris=[PARTNER])
+    p.ca("ca_prod2", "prod root, rotated", uris=[PROD])
+    p.leaf("server", "ca_prod", uris=[f"{PROD}/sandbox"], ips=["127.0.0.1"], usage="serverAuth")
+    p.leaf("server_anon", "ca_prod", ips=["127.0.0.1"], usage="serverAuth")  # no SPIFFE ID
+    p.leaf("victim", "ca_prod", uris=[VICTIM])
+    p.leaf("victim_int", "int_prod", uris=[f"{PROD}/agents/via-intermediate"])
+    p.leaf("victim2", "ca_prod2", uris=[f"{PROD}/agents/rotated"])
+    p.leaf("runner", "ca_partner", uris=[RUNNER])
+    p.leaf("runner2", "int_partner", uris=[f"{PARTNER}/ci/runner2"])
+    # the partner's CAs mint IDs of prod's trust domain, under the allowed prefix
+    p.leaf("forged", "ca_partner", uris=[VICTIM])
+    p.leaf("forged_int", "int_partner", uris=[f"{PROD}/agents/victim2"])
+    p.leaf("plain_alice", "ca_plain", uris=[f"{PROD}/agents/alice"])
+    p.leaf("plain_forged", "ca_plain", uris=[RUNNER])             # own-domain CA, partner ID
+    p.leaf("stranger", "ca_other", uris=["spiffe://elsewhere.example/x"])
+    p.leaf("proxy", "ca_prod", uris=[f"{PROD}/envoy"])
+    p.leaf("noeku", "ca_prod", uris=[f"{PROD}/agents/noeku"], usage=None)
+    p.leaf("signer", "ca_prod", uris=[f"{PROD}/agents/signer"], key_usage="digitalSignature,keyCertSign")
+    p.bundle("all", "ca_prod", "ca_partner", "ca_plain", "int_partner")
+    p.bundle("prod_bundle", "ca_prod")
+    p.bundle("partner_bundle", "ca_partner", "int_partner")
+    yield p
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def fed_env(p: Pki, **extra: str) -> Dict[str, str]:
+    env = {"TLS_CERT_FILE": p.path("server", "pem"), "TLS_KEY_FILE": p.path("server", "key"),
+           "AUTH_ALLOW": FED_ALLOW}
+    env.update(extra)
+    return env
+
+
+def fed_call(svc, p: Pki, client: Optional[str], method: str = "POST", path: str = "/api/v1/exec",
+             body: Any = None, chain=(), headers=None, source: Optional[str] = None):
+    if body is None and method == "POST":
+        body = {"code": "echo ran", "language": "bash"}
+    return https_request(svc.address, p.client_context(client, "ca_prod", chain), method, path, body,
+                         headers)
+
+
+def refused_without_running(svc, hdrs, res, needle: str) -> None:
+    assert res["error"]["code"] == "forbidden" and needle in res["error"]["message"], res
+    rec = svc.exec_log(hdrs["x-request-id"])
+    assert rec["status"] == 403 and "exit_code" not in rec, rec
+
+
+@pytest.fixture(scope="module")
+def federated(fed):
+    """Both trust domains' CAs in one TLS_CLIENT_CA_FILE, each attributed by its SAN."""
+    from conftest import _launch, _stop_checked
+    svc = _launch(fed_env(fed, TLS_CLIENT_CA_FILE=fed.path("all", "pem")), None)
+    yield svc
+    _stop_checked(svc)
+
+
+def test_each_trust_domain_is_believed_from_its_own_cas(federated, fed):
+    status, _, res = fed_call(federated, fed, "victim")
+    assert status == 200 and res["stdout"] == "ran\n", res
+    assert federated.exec_log(res["id"])["caller"] == VICTIM
+    status, _, res2 = fed_call(federated, fed, "runner")
+    assert status == 200 and federated.exec_log(res2["id"])["caller"] == RUNNER
+    # a leaf of prod's intermediate (not in the bundle), the client sending the intermediate
+    status, _, res3 = fed_call(federated, fed, "victim_int", chain=["int_prod"])
+    assert status == 200, res3
+    # a CA naming no trust domain is the service's own (that of its SVID: prod.example)
+    status, _, res4 = fed_call(federated, fed, "plain_alice")
+    assert status == 200 and federated.exec_log(res4["id"])["caller"] == f"{PROD}/agents/alice"
+    assert any(r.get("event") == "start" and "trust bundles:" in r["message"] and "partner.example (2 CAs)"
+               in r["message"] for r in federated.json_log()), federated.log_text()
+
+
+def test_forged_leaf_from_another_trust_domains_ca_runs_nothing(federated, fed):
+    """The partner's CA mints spiffe://prod.example/agents/victim (allowed by the
+    prod.example/agents/* prefix): no execution, and no access to the victim's record."""
+    status, _, mine = fed_call(federated, fed, "victim", body={"code": "echo secret work", "language": "bash"})
+    assert status == 200
+    before = [r for r in exec_logs(federated) if r.get("status") == 200]
+    for client, chain in (("forged", ()), ("forged_int", ("int_partner",)), ("forged_int", ())):
+        status, hdrs, res = fed_call(federated, fed, client, chain=chain)
+        assert status == 403, (client, res)
+        refused_without_running(federated, hdrs, res, "not issued by a trusted CA of its trust domain prod.example")
+        status, hdrs, rec = fed_call(federated, fed, client, method="GET", path="/api/v1/executions/" + mine["id"])
+        assert status == 403 and "id" not in rec, rec
+    # an own-domain CA cannot mint the partner's IDs either
+    status, hdrs, res = fed_call(federated, fed, "plain_forged")
+    assert status == 403
+    refused_without_running(federated, hdrs, res, "of its trust domain partner.example")
+    assert [r for r in exec_logs(federated) if r.get("status") == 200] == before
+
+
+def test_an_id_whose_trust_domain_has_no_bundle_is_refused(federated, fed):
+    # elsewhere.example is allowed, but the service has no bundle for it (its CA is unknown)
+    status, hdrs, res = fed_call(federated, fed, "stranger")
+    assert status == 403
+    refused_without_running(federated, hdrs, res, "trust domain elsewhere.example has no trust bundle")
+
+
+def test_svids_must_be_client_leaves(federated, fed):
+    status, hdrs, res = fed_call(federated, fed, "noeku")
+    assert status == 403
+    refused_without_running(federated, hdrs, res, "no extended key usage")
+    status, hdrs, res = fed_call(federated, fed, "signer")
+    assert status == 403
+    refused_without_running(federated, hdrs, res, "may sign certificates")
+
+
+def test_trust_bundles_per_trust_domain(start_service, fed):
+    """SPIFFE_TRUST_BUNDLES: every certificate of a file, intermediates included, is a CA
+    of that file's trust domain only."""
+    svc = start_service(env=fed_env(fed, SPIFFE_TRUST_BUNDLES=(
+        f"prod.example={fed.path('prod_bundle', 'pem')}, partner.example={fed.path('partner_bundle', 'pem')}")))
+    assert fed_call(svc, fed, "victim")[0] == 200
+    assert fed_call(svc, fed, "runner")[0] == 200
+    # issued by the partner's intermediate, which its bundle holds: the client sends no chain
+    status, _, res = fed_call(svc, fed, "runner2")
+    assert status == 200 and svc.exec_log(res["id"])["caller"] == f"{PARTNER}/ci/runner2", res
+    for client in ("forged", "forged_int"):
+        status, hdrs, res = fed_call(svc, fed, client)
+        assert status == 403
+        refused_without_running(svc, hdrs, res, "not issued by a trusted CA of its trust domain prod.example")
+    # ca_plain is in no bundle now
+    status, hdrs, res = fed_call(svc, fed, "plain_alice")
+    assert status == 403 and "not issued by a trusted CA" in res["error"]["message"], res
+
+
+def test_sighup_reloads_the_trust_bundles(start_service, fed, tmp_path):
+    prod = tmp_path / "prod.pem"
+    prod.write_text(Path(fed.path("ca_prod", "pem")).read_text())
+    svc = start_service(env=fed_env(fed, SPIFFE_TRUST_BUNDLES=f"prod.example={prod}"))
+    assert fed_call(svc, fed, "victim")[0] == 200
+    assert fed_call(svc, fed, "victim2")[0] == 403
+    prod.write_text(Path(fed.path("ca_prod2", "pem")).read_text())   # the root rotates
+    svc.signal(signal.SIGHUP)
+    wait_for(lambda: any(r.get("event") == "reload" and "prod.example (1 CA)" in r["message"]
+                         for r in svc.json_log()), 10, "the reload")
+    assert fed_call(svc, fed, "victim2")[0] == 200
+    status, _, res = fed_call(svc, fed, "victim")
+    assert status == 403 and "not issued by a trusted CA" in res["error"]["message"], res
+    # a bundle that does not load keeps the current ones
+    prod.write_text(Path(fed.path("ca_partner", "pem")).read_text())  # names partner.example
+    svc.signal(signal.SIGHUP)
+    wait_for(lambda: any(r.get("event") == "reload" and "keeping" in r["message"] and "partner.example"
+                         in r["message"] for r in svc.json_log()), 10, "the refused reload")
+    assert fed_call(svc, fed, "victim2")[0] == 200
+
+
+@pytest.mark.parametrize("env,needle", [
+    # a CA naming no trust domain, and no own trust domain to give it (@x: x.pem of the PKI)
+    ({"TLS_CERT_FILE": "@server_anon", "TLS_CLIENT_CA_FILE": "@ca_plain"}, "SPIFFE_TRUST_DOMAIN"),
+    ({"TLS_CLIENT_CA_FILE": "@ca_prod", "SPIFFE_TRUST_DOMAIN": "spiffe://prod.example"}, "SPIFFE_TRUST_DOMAIN"),
+    ({"TLS_CLIENT_CA_FILE": "@ca_prod", "SPIFFE_TRUST_DOMAIN": "Prod.Example"}, "SPIFFE_TRUST_DOMAIN"),
+    # an intermediate naming a trust domain other than its issuer's
+    ({"TLS_CLIENT_CA_FILE": "@ca_prod+int_conflict"}, "issued by a CA of trust domain prod.example"),
+    # a bundle's CA naming another trust domain, or not a CA
+    ({"SPIFFE_TRUST_BUNDLES": "prod.example=@ca_partner"}, "names trust domain partner.example"),
+    ({"SPIFFE_TRUST_BUNDLES": "prod.example=@victim"}, "not a CA certificate"),
+    ({"SPIFFE_TRUST_BUNDLES": "prod.example"}, "trust-domain=/path"),
+    ({"SPIFFE_TRUST_BUNDLES": "spiffe://prod.example=@ca_prod"}, "without spiffe://"),
+    ({"SPIFFE_TRUST_BUNDLES": "Prod.example=@ca_prod"}, "trust domain has a character"),
+    ({"SPIFFE_TRUST_BUNDLES": "prod.example=relative.pem"}, "absolute path"),
+    ({"SPIFFE_TRUST_BUNDLES": "prod.example=@ca_prod,prod.example=@ca_prod2"}, "listed twice"),
+    ({"SPIFFE_TRUST_BUNDLES": "prod.example=/nonexistent.pem"}, "/nonexistent.pem"),
+    # bundles with nothing to verify: no mTLS, no proxy
+    ({"TLS_CERT_FILE": None, "TLS_KEY_FILE": None, "SPIFFE_TRUST_BUNDLES": "prod.example=@ca_prod"},
+     "SPIFFE_TRUST_BUNDLES"),
+    # a proxy's SPIFFE ID needs mTLS to be verified
+    ({"TLS_CERT_FILE": None, "TLS_KEY_FILE": None, "TRUSTED_PROXIES": f"127.0.0.1,{PROD}/envoy"},
+     "TRUSTED_PROXIES"),
+    ({"TLS_CLIENT_CA_FILE": "@ca_prod", "TRUSTED_PROXIES": f"{PROD}/envoy/"}, "TRUSTED_PROXIES"),
+])
+def test_trust_configuration_errors_stop_the_start(fed, env, needle):
+    import re
+
+    def resolve(v: str) -> str:
+        return re.sub(r"@([\w+]+)", lambda m: fed.bundle("cfg-" + m.group(1).replace("+", "-"),
+                                                          *m.group(1).split("+")), v)
+
+    full = fed_env(fed)
+    for k, v in env.items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = resolve(v)
+    if (env.get("TLS_CERT_FILE") or "").startswith("@"):
+        full["TLS_KEY_FILE"] = fed.path(env["TLS_CERT_FILE"][1:], "key")
+    r = serve(full)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr and "listening" not in r.stderr, r.stderr
+
+
+# ---- a proxy that forwards the certificate: the same rule -------------------------------------------
+
+
+@pytest.fixture
+def fed_proxy(start_service, fed):
+    d = tempfile.mkdtemp(prefix="hxs-fedx-")
+    def start(**env: str):
+        full = {"TRUSTED_PROXIES": "unix", "AUTH_ALLOW": FED_ALLOW,
+                "SPIFFE_TRUST_BUNDLES": f"prod.example={fed.path('prod_bundle', 'pem')},"
+                                        f"partner.example={fed.path('partner_bundle', 'pem')}"}
+        full.update(env)
+        return start_service(env={k: v for k, v in full.items() if v is not None}, listen=f"unix:{d}/s.sock")
+    yield start
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def envoy_xfcc(p: Pki, uri: Optional[str], leaf: Optional[str] = None, chain=None) -> str:
+    pairs = [f"By={PROD}/envoy", "Hash=0123abcd"]
+    forwarded = xfcc_cert(p, leaf, chain)
+    if forwarded:
+        pairs.append(forwarded)
+    pairs.append('Subject="CN=x"')
+    if uri:
+        pairs.append(f"URI={uri}")
+    return ";".join(pairs)
+
+
+def test_xfcc_forwarded_certificate_is_verified_against_its_trust_domain(fed_proxy, fed):
+    svc = fed_proxy()
+    bash = {"code": "echo ran", "language": "bash"}
+
+    def post(header: str):
+        return post_exec(svc.url, bash, headers={"X-Forwarded-Client-Cert": header})
+
+    status, _, res = post(envoy_xfcc(fed, VICTIM, "victim"))
+    assert status == 200 and svc.exec_log(res["id"])["caller"] == VICTIM, res
+    status, _, res = post(envoy_xfcc(fed, f"{PROD}/agents/via-intermediate", "victim_int",
+                                     chain=["victim_int", "int_prod"]))
+    assert status == 200, res
+    status, _, res = post(envoy_xfcc(fed, None, "runner"))     # no URI=: the certificate names the caller
+    assert status == 200 and svc.exec_log(res["id"])["caller"] == RUNNER, res
+    refused = [
+        (envoy_xfcc(fed, VICTIM, "forged"), "not issued by a trusted CA of its trust domain prod.example"),
+        (envoy_xfcc(fed, f"{PROD}/agents/victim2", None, chain=["forged_int", "int_partner"]),
+         "not issued by a trusted CA of its trust domain prod.example"),
+        (envoy_xfcc(fed, None, "forged"), "not issued by a trusted CA"),
+        (envoy_xfcc(fed, f"{PROD}/agents/other", "victim"), "is not the SPIFFE ID of the forwarded certificate"),
+        (envoy_xfcc(fed, VICTIM, "victim", chain=["runner"]), "Cert is not the first certificate of Chain"),
+        (envoy_xfcc(fed, "spiffe://elsewhere.example/x", "stranger"), "has no trust bundle"),
+        (f'Cert="not%20a%20certificate";URI={VICTIM}', "Cert is not one PEM certificate"),
+        (f'Cert="%ZZ";URI={VICTIM}', "malformed"),
+    ]
+    for header, needle in refused:
+        status, hdrs, res = post(header)
+        assert status == 403, (needle, res)
+        refused_without_running(svc, hdrs, res, needle)
+    # URI= alone: the proxy is the one that verified it (README)
+    status, _, res = post(f"URI={VICTIM}")
+    assert status == 200, res
+
+
+def test_xfcc_certificate_without_any_bundle_is_refused(fed_proxy, fed):
+    svc = fed_proxy(SPIFFE_TRUST_BUNDLES=None)
+    status, hdrs, res = post_exec(svc.url, {"code": "true", "language": "bash"},
+                                  headers={"X-Forwarded-Client-Cert": envoy_xfcc(fed, VICTIM, "victim")})
+    assert status == 403
+    refused_without_running(svc, hdrs, res, "no trust bundles are configured")
+
+
+def test_proxy_trust_bound_to_its_spiffe_id(start_service, fed):
+    svc = start_service(env=fed_env(fed, TLS_CLIENT_CA_FILE=fed.path("all", "pem"),
+                                    TRUSTED_PROXIES=f"127.0.0.1,{PROD}/envoy"))
+    h = {"X-Forwarded-Client-Cert": f"By={PROD}/envoy;URI={RUNNER}"}
+    status, _, res = fed_call(svc, fed, "proxy", headers=h)
+    assert status == 200 and svc.exec_log(res["id"])["caller"] == RUNNER, res
+    # another valid client at the proxy's address cannot name anyone: it runs as itself
+    status, _, res = fed_call(svc, fed, "victim", headers=h)
+    assert status == 200 and svc.exec_log(res["id"])["caller"] == VICTIM, res
+    assert any(r.get("event") == "auth" and res["id"] in r["message"] and "ignored" in r["message"]
+               for r in svc.json_log())
+    # the proxy itself, naming nobody, is nobody
+    status, hdrs, res = fed_call(svc, fed, "proxy")
+    assert status == 403
+    refused_without_running(svc, hdrs, res, "the proxy is not a caller itself")
+
+
+def test_metrics_allow(start_service, fed):
+    svc = start_service(env=fed_env(fed, TLS_CLIENT_CA_FILE=fed.path("all", "pem"),
+                                    METRICS_ALLOW=f"{PARTNER}/ci/runner"))
+    assert fed_call(svc, fed, "victim")[0] == 200
+    status, _, res = fed_call(svc, fed, "victim", method="GET", path="/metrics")
+    assert status == 403 and "METRICS_ALLOW" in res["error"]["message"], res
+    status, _, text = fed_call(svc, fed, "runner", method="GET", path="/metrics")
+    assert status == 200 and VICTIM in text
+
+
+def test_oversized_body_over_tls_gets_its_reply(start_service, fed):
+    """A client that writes its whole body before reading (http.client) reads the 413,
+    and a refused one its 403, not a reset (the close lingers)."""
+    svc = start_service(env=fed_env(fed, TLS_CLIENT_CA_FILE=fed.path("all", "pem"), MAX_BODY_BYTES="1024"))
+    big = {"code": "#" * 16_000_000, "language": "bash"}
+    status, _, res = fed_call(svc, fed, "victim", body=big)
+    assert status == 413 and res["error"]["code"] == "too_large", res
+    status, _, res = fed_call(svc, fed, "stranger", body=big)
+    assert status == 403, res
+    assert fed_call(svc, fed, "victim")[0] == 200
 
 
 # ---- quotas and fairness ---------------------------------------------------------------------------
@@ -376,6 +697,45 @@ def test_fair_queue_between_two_callers(unix_proxy_service):
     pos = {name: order.index(out[name][2]["id"]) for name in out}
     assert pos["a1"] < pos["a2"] < pos["a3"] < pos["a4"]  # FIFO within a caller
     assert pos["b1"] < pos["a3"], f"bob waited behind alice's queue: {pos}"
+
+
+def test_one_caller_cannot_hold_every_slot_by_default(unix_proxy_service):
+    """Default quotas, identities on, MAX_CONCURRENT 2: alice's two long executions
+    would hold both slots past bob's QUEUE_TIMEOUT; by default she holds one, her second
+    waits (and times out, naming the quota), and bob runs meanwhile."""
+    svc = unix_proxy_service(MAX_CONCURRENT="2", QUEUE_TIMEOUT="3s")
+    a = {"X-Forwarded-Client-Cert": xfcc(ALICE)}
+    out: Dict[str, Any] = {}
+
+    def send(name: str) -> None:
+        out[name] = post_exec(svc.url, {"code": f"sleep 8; echo {name}", "language": "bash"}, headers=a)
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in ("a1", "a2")]
+    try:
+        for t in threads:
+            t.start()
+        wait_for(lambda: _active(svc) + _queued(svc) == 2, 30, "alice's two requests to be admitted")
+        assert _active(svc) == 1 and _queued(svc) == 1, "alice holds both slots"
+        status, _, res = post_exec(svc.url, {"code": "echo bob", "language": "bash"},
+                                   headers={"X-Forwarded-Client-Cert": xfcc(BOB)})
+        assert status == 200 and res["stdout"] == "bob\n", res
+        assert len(out) < 2, "bob was served only after alice's executions"
+    finally:
+        for t in threads:
+            t.join(60)
+    codes = sorted(out[n][0] for n in out)
+    assert codes == [200, 429], out
+    late = next(v for v in out.values() if v[0] == 429)[2]
+    assert late["error"]["code"] == "quota_exceeded" and "QUOTA_RUNNING_PER_CALLER 1" in late["error"]["message"]
+    # set to MAX_CONCURRENT, one caller may use every slot again
+    svc2 = unix_proxy_service(MAX_CONCURRENT="2", QUOTA_RUNNING_PER_CALLER="2")
+    both = [threading.Thread(target=lambda: post_exec(svc2.url, {"code": "sleep 2", "language": "bash"},
+                                                      headers=a)) for _ in range(2)]
+    for t in both:
+        t.start()
+    wait_for(lambda: _active(svc2) == 2, 30, "both of alice's executions to run")
+    for t in both:
+        t.join(60)
 
 
 def _queued(svc) -> int:

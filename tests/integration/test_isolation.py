@@ -4,9 +4,12 @@ Everything goes through `hexr-sandbox exec --json` (binary from $HEXR_SANDBOX_BI
 default build/hexr-sandbox), in every language where the attack applies (python,
 javascript, bash). Before the first test, the canary (tests/security/canary.py) checks
 that the sandbox isolates at all; if not, the session stops before any attack code
-runs. After the last test, a module finalizer checks that the runs left nothing on the
-host: no execution cgroup of our CLI processes, no mount under STATE_DIR, no process
-of the sandbox uid range.
+runs. After every test, and again after the last one, a check that the runs left
+nothing on the host: no execution cgroup of the test's CLI processes, no mount under
+STATE_DIR, no process of the sandbox uid range. It runs after every test because each
+new engine sweeps the cgroups of dead predecessors: a check only at the end would see
+the last run's leftovers and nobody else's. Every CLI run must also exit with the
+program's exit code and print no sanitizer report (canary.run_exec checks both).
 
 One test goes through the service instead (fixture `service_url` of conftest.py):
 `exec` is always cold, and only the service runs Python from warm templates, whose
@@ -34,7 +37,7 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from _cli import (CLI_PIDS, ExecResult, engine_cgroup_parents, host_mounts_under,
-                  leaked_sandbox_processes, leftover_cgroups, processes_with,
+                  leaked_sandbox_processes, leftover_cgroups, pids_named, processes_with,
                   require_isolation, run_exec, state_dir, wait_until)
 
 LANGS = ["python", "javascript", "bash"]
@@ -84,14 +87,11 @@ def sh_words(items: List[str]) -> str:
     return " ".join(shlex.quote(i) for i in items)
 
 
-# ---- canary first, leak checks last ------------------------------------------------------
+# ---- canary first, leak checks after every test and at the end ------------------------------
 
 
-@pytest.fixture(scope="module", autouse=True)
-def canary_and_leftovers() -> Iterator[None]:
-    require_isolation()  # pytest.exit()s the session if the sandbox does not isolate
-    yield
-    ours = set(CLI_PIDS)
+def leftovers_of(ours: set) -> List[str]:
+    """What the CLI processes `ours` left on the host."""
     problems = []
     if not wait_until(lambda: not leftover_cgroups(ours), timeout=5.0):
         problems.append("execution cgroups left behind: %s" % leftover_cgroups(ours))
@@ -101,7 +101,27 @@ def canary_and_leftovers() -> Iterator[None]:
     if not wait_until(lambda: not leaked_sandbox_processes(ours), timeout=5.0):
         problems.append("processes of the sandbox uid range left behind: %s"
                         % leaked_sandbox_processes(ours))
+    return problems
+
+
+@pytest.fixture(scope="module", autouse=True)
+def canary_and_leftovers() -> Iterator[None]:
+    require_isolation()  # pytest.exit()s the session if the sandbox does not isolate
+    yield
+    problems = leftovers_of(set(CLI_PIDS))
     assert not problems, "; ".join(problems)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers_after_each_test(canary_and_leftovers: None) -> Iterator[None]:
+    """Checked right after the test, before the next CLI's start-up sweep of dead
+    engines' cgroups can erase what this test's runs left."""
+    before = set(CLI_PIDS)
+    yield
+    ours = set(CLI_PIDS) - before
+    if ours:
+        problems = leftovers_of(ours)
+        assert not problems, "after this test's %d CLI run(s): %s" % (len(ours), "; ".join(problems))
 
 
 # ---- read-only root, writable capped scratch ----------------------------------------------
@@ -525,7 +545,8 @@ os.execv("/bin/sleep", [MARKER, "4"])
                          daemon=True)
     t.start()
     try:
-        assert wait_until(lambda: processes_with(m), timeout=10.0), "the first sandbox did not start"
+        # argv[0]: our CLI carries the marker in its code argument
+        assert wait_until(lambda: pids_named(m), timeout=10.0), "the first sandbox did not start"
         second = r'''
 import errno, json, os, socket
 cmds = []

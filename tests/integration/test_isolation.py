@@ -11,9 +11,10 @@ new engine sweeps the cgroups of dead predecessors: a check only at the end woul
 the last run's leftovers and nobody else's. Every CLI run must also exit with the
 program's exit code and print no sanitizer report (canary.run_exec checks both).
 
-One test goes through the service instead (fixture `service_url` of conftest.py):
-`exec` is always cold, and only the service runs Python from warm templates, whose
-programs are not exec'ed, so close-on-exec protects nothing there.
+A few tests go through the service instead (fixtures of conftest.py): `exec` is always
+cold, and only the service runs Python from warm templates, whose programs are not
+exec'ed (so close-on-exec protects nothing there), and whose sandboxes are cloned by
+the template rather than by the engine.
 
 Host-side resources are only ever our own: listeners this test opens on 127.0.0.1 and
 in the abstract unix namespace, a `sleep` it starts, secret files it creates (and
@@ -158,7 +159,11 @@ const res = {};
 for (const p of FILES) { try { fs.appendFileSync(p, 'x'); res['write ' + p] = 'ok'; } catch (e) { res['write ' + p] = e.code; } }
 for (const p of DIRS) { try { fs.mkdirSync(p); res['mkdir ' + p] = 'ok'; } catch (e) { res['mkdir ' + p] = e.code; } }
 for (const p of UNLINK) { try { fs.unlinkSync(p); res['unlink ' + p] = 'ok'; } catch (e) { res['unlink ' + p] = e.code; } }
-console.log(JSON.stringify(res));
+// per-mount options of the last mount on each path (Node has no statvfs)
+const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter(Boolean).map((l) => l.split(' '));
+const opts = {};
+for (const p of MOUNTS) { opts[p] = null; for (const f of mounts) if (f[4] === p) opts[p] = f[5]; }
+console.log(JSON.stringify({ errors: res, opts }));
 ''',
     "bash": r'''
 for p in FILES; do
@@ -171,7 +176,7 @@ for p in UNLINK; do
   if msg=$(rm -f "$p" 2>&1); then echo "unlink $p	ok"; else echo "unlink $p	$msg"; fi
 done
 for p in MOUNTS; do
-  opts=$(awk -v p="$p" '$5 == p { split($6, o, ","); print o[1] }' /proc/self/mountinfo | tail -n 1)
+  opts=$(awk -v p="$p" '$5 == p { print $6 }' /proc/self/mountinfo | tail -n 1)
   echo "mount $p	$opts"
 done
 ''',
@@ -185,39 +190,58 @@ RO_MOUNTS = ["/", "/usr", "/dev", "/etc/ssl"]
 RW_MOUNTS = ["/tmp", "/home/sandbox", "/dev/shm"]
 
 
-@pytest.mark.parametrize("lang", LANGS)
-def test_root_filesystem_is_read_only(lang: str) -> None:
+def ro_code(lang: str) -> str:
     files = RO_FILES + [MAIN_FILE[lang]]
     unlink = RO_UNLINK + [MAIN_FILE[lang]]
-    mounts = RO_MOUNTS + RW_MOUNTS
-    code = RO_CODE[lang]
-    ro = None
+    words = sh_words if lang == "bash" else json.dumps
+    code = RO_CODE[lang].replace("FILES", words(files)).replace("DIRS", words(RO_DIRS))
+    return code.replace("UNLINK", words(unlink)).replace("MOUNTS", words(RO_MOUNTS + RW_MOUNTS))
+
+
+def flags_from_options(opts: Dict[str, str]) -> Dict[str, Dict[str, bool]]:
+    """{"ro": {mount: bool}, "nosuid": ..., "nodev": ...} from mountinfo's per-mount
+    options ("ro,nosuid,nodev,relatime")."""
+    missing = [p for p, o in opts.items() if not o]
+    assert not missing, "no mount at %s in /proc/self/mountinfo: %s" % (missing, opts)
+    return {flag: {p: flag in o.split(",") for p, o in opts.items()} for flag in ("ro", "nosuid", "nodev")}
+
+
+def assert_read_only_root(lang: str, res: ExecResult) -> None:
+    """Judges RO_CODE's output: every write failed, and the mount flags say why (the
+    sandbox user gets EACCES from root-owned paths even on a writable mount, so the
+    errors alone cannot show a missing read-only remount)."""
     if lang == "bash":
-        code = code.replace("FILES", sh_words(files)).replace("DIRS", sh_words(RO_DIRS))
-        code = code.replace("UNLINK", sh_words(unlink)).replace("MOUNTS", sh_words(mounts))
-        lines = tab_lines(run_ok(code, lang))
-        ro = {k[len("mount "):]: v == "ro" for k, v in lines.items() if k.startswith("mount ")}
+        lines = tab_lines(res)
+        flags = flags_from_options({k[len("mount "):]: v for k, v in lines.items() if k.startswith("mount ")})
         got = {k: errno_of(v) if v != "ok" else v for k, v in lines.items() if not k.startswith("mount ")}
     else:
-        code = code.replace("FILES", json.dumps(files)).replace("DIRS", json.dumps(RO_DIRS))
-        code = code.replace("UNLINK", json.dumps(unlink)).replace("MOUNTS", json.dumps(mounts))
-        got = json_out(run_ok(code, lang))
-        if lang == "python":
-            flags = got
-            got, ro = flags["errors"], flags["ro"]
-            # no setuid binary can raise privileges, no device node can be used from
-            # the writable or host-backed mounts
-            assert all(flags["nosuid"].values()), "mounts without nosuid: %s" % flags["nosuid"]
-            assert all(v for k, v in flags["nodev"].items() if k != "/dev"), \
-                "mounts without nodev: %s" % flags["nodev"]
-    if ro is not None:
-        want = {**{p: True for p in RO_MOUNTS}, **{p: False for p in RW_MOUNTS}}
-        assert ro == want, "read-only flags of the sandbox's mounts: %s" % ro
+        out = json_out(res)
+        got = out["errors"]
+        flags = out if lang == "python" else flags_from_options(out["opts"])
+    want = {**{p: True for p in RO_MOUNTS}, **{p: False for p in RW_MOUNTS}}
+    assert flags["ro"] == want, "read-only flags of the sandbox's mounts: %s" % flags["ro"]
+    # no setuid binary can raise privileges, no device node can be used from the
+    # writable or host-backed mounts
+    assert all(flags["nosuid"].values()), "mounts without nosuid: %s" % flags["nosuid"]
+    assert all(v for k, v in flags["nodev"].items() if k != "/dev"), "mounts without nodev: %s" % flags["nodev"]
+    files, unlink = RO_FILES + [MAIN_FILE[lang]], RO_UNLINK + [MAIN_FILE[lang]]
     expected_keys = ({"write " + p for p in files} | {"mkdir " + p for p in RO_DIRS}
                      | {"unlink " + p for p in unlink})
     assert set(got) == expected_keys, got
     bad = {k: v for k, v in got.items() if v not in ("EROFS", "EACCES")}
     assert not bad, "writes that did not fail with EROFS/EACCES: %s" % bad
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_root_filesystem_is_read_only(lang: str) -> None:
+    assert_read_only_root(lang, run_ok(ro_code(lang), lang))
+
+
+def test_root_filesystem_is_read_only_warm(service_url: str) -> None:
+    """The same checks in a sandbox a warm template cloned (through the service)."""
+    res = warm_exec(service_url, ro_code("python"))
+    assert res["exit_code"] == 0, res
+    assert_read_only_root("python", ExecResult(res))
 
 
 TMPFS_MB = 8
@@ -1109,6 +1133,27 @@ def _post_exec(url: str, body: Dict) -> Tuple[int, Dict]:
         return resp.status, json.loads(resp.read() or b"{}")
     finally:
         conn.close()
+
+
+WARM_FLAG = 'import sys as _hxs_sys\nprint("warm" if "_hxs_zygote" in _hxs_sys.modules else "cold", flush=True)\n'
+
+
+def warm_exec(url: str, code: str, timeout: int = 20, **body: object) -> Dict:
+    """Runs Python code through the service in a sandbox cloned by a warm template,
+    retrying while the templates start. Returns the result, with the first stdout line
+    (the warm flag this adds) removed."""
+    deadline = time.monotonic() + 90
+    while True:
+        status, res = _post_exec(url, {"code": WARM_FLAG + code, "language": "python", "timeout": timeout,
+                                       **body})
+        assert status == 200, (status, res)
+        first, _, rest = res.get("stdout", "").partition("\n")
+        if first == "warm":
+            res["stdout"] = rest
+            return res
+        if time.monotonic() > deadline:
+            pytest.fail("no warm template became ready within 90 s (last result: %s)" % res)
+        time.sleep(0.5)
 
 
 def test_warm_program_holds_only_stdio_and_cannot_forge_its_result(service_url: str) -> None:

@@ -11,6 +11,11 @@ new engine sweeps the cgroups of dead predecessors: a check only at the end woul
 the last run's leftovers and nobody else's. Every CLI run must also exit with the
 program's exit code and print no sanitizer report (canary.run_exec checks both).
 
+A few properties are only visible from the host, and are read there while a program
+runs (it exec's a `sleep` named after a marker, which the test then ends): the
+execution cgroup's limits (memory, no swap, CPU share, pids) and PID 1's own
+no_new_privs, seccomp mode and capabilities.
+
 A few tests go through the service instead (fixtures of conftest.py): `exec` is always
 cold, and only the service runs Python from warm templates, whose programs are not
 exec'ed (so close-on-exec protects nothing there), and whose sandboxes are cloned by
@@ -27,19 +32,21 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
-from typing import Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-from _cli import (CLI_PIDS, ExecResult, engine_cgroup_parents, host_mounts_under,
-                  leaked_sandbox_processes, leftover_cgroups, pids_named, processes_with,
-                  require_isolation, run_exec, state_dir, wait_until)
+from _cli import (CLI_PIDS, ExecResult, cgroup_dirs, engine_cgroup_owner, engine_cgroup_parents,
+                  host_mounts_under, leaked_sandbox_processes, leftover_cgroups, pids_named,
+                  proc_status, processes_with, read_proc, require_isolation, run_exec,
+                  sandbox_init_of, state_dir, wait_until)
 
 LANGS = ["python", "javascript", "bash"]
 MAIN_FILE = {"python": "/code/main.py", "javascript": "/code/main.js", "bash": "/code/main.sh"}
@@ -270,7 +277,8 @@ for d in ("/tmp", "/home/sandbox"):
         except OSError: pass
     st = os.statvfs(d)
     res[d + " size"] = st.f_blocks * st.f_frsize
-# one file beyond the cap (Python ignores SIGXFSZ, so RLIMIT_FSIZE shows as EFBIG)
+# one file beyond the cap: the tmpfs fills first (its size is also the file size limit,
+# which test_file_size_limit shows where a filesystem is larger)
 written, err = 0, None
 try:
     with open("/tmp/big", "wb", buffering=0) as f:
@@ -875,6 +883,193 @@ print("survived", len(x))
     res = run_exec(code, "python", memory_mb=64, timeout=20)
     assert "lowered" not in res.stdout, res.describe()
     assert res.exit_code == 137 and res.oom_killed is True, res.describe()
+
+
+# RLIMIT_FSIZE is SANDBOX_TMPFS_MB, the size of /tmp and of home: there the filesystem
+# fills before a file reaches the limit. /dev/shm is a fixed 16 MiB, so with a smaller
+# SANDBOX_TMPFS_MB the limit itself answers (EFBIG, or SIGXFSZ for a program that does
+# not ignore it).
+FSIZE_MB = 4
+FSIZE_CODE = {
+    "python": r'''
+import errno, json, os, resource
+st = os.statvfs("/dev/shm")
+written, err = 0, None
+try:
+    with open("/dev/shm/big", "wb", buffering=0) as f:
+        for _ in range(8):
+            written += f.write(b"\1" * (1 << 20))
+except OSError as e:
+    err = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps({"limit": resource.getrlimit(resource.RLIMIT_FSIZE), "written": written, "err": err,
+                  "shm": st.f_blocks * st.f_frsize}))
+''',
+    "bash": r'''
+echo "limit	$(ulimit -f)"
+head -c 8M /dev/zero > /dev/shm/big 2>/dev/null; echo "rc	$?"
+echo "size	$(stat -c %s /dev/shm/big)"
+echo "shm	$(( $(stat -f -c '%b * %S' /dev/shm) ))"
+''',
+}
+
+
+@pytest.mark.parametrize("lang", ["python", "bash"])
+def test_file_size_limit(lang: str) -> None:
+    res = run_ok(FSIZE_CODE[lang], lang, settings={"SANDBOX_TMPFS_MB": str(FSIZE_MB)})
+    cap = FSIZE_MB * MiB
+    if lang == "python":
+        got = json_out(res)
+        assert got["shm"] > cap, "/dev/shm is not larger than the file size limit, nothing to see: %s" % got
+        assert got["limit"] == [cap, cap], got
+        # Python ignores SIGXFSZ: the write that would pass the limit fails with EFBIG
+        assert (got["written"], got["err"]) == (cap, "EFBIG"), got
+    else:
+        got = tab_lines(res)
+        assert int(got["shm"]) > cap, res.describe()
+        assert got["limit"] == str(cap // 1024), res.describe()  # ulimit -f counts KiB
+        # head is killed by SIGXFSZ (128 + 25) when it passes the limit
+        assert (got["rc"], got["size"]) == (str(128 + signal.SIGXFSZ), str(cap)), res.describe()
+
+
+def test_tmpfs_pages_count_as_memory() -> None:
+    """A /tmp larger than the memory limit: filling it gets the program OOM-killed at
+    the memory limit (tmpfs pages are charged to the sandbox's cgroup), not the host's
+    memory spent."""
+    code = r'''
+import os
+fd = os.open("/tmp/fill", os.O_WRONLY | os.O_CREAT, 0o600)
+chunk = b"\1" * (1 << 20)
+for mib in range(1, 301):
+    os.write(fd, chunk)
+    print("wrote", mib, flush=True)
+print("survived")
+'''
+    res = run_exec(code, "python", memory_mb=64, timeout=30, settings={"SANDBOX_TMPFS_MB": "512"})
+    assert res.exit_code == 137 and res.oom_killed is True, res.describe()
+    assert "survived" not in res.stdout, res.describe()
+    wrote = [int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("wrote ")]
+    assert wrote and 8 < wrote[-1] <= 64, "MiB written to /tmp before the kill: %s" % wrote[-1:]
+
+
+# ---- seen from the host, while the program runs ----------------------------------------------
+
+SLEEPER_CODE = r'''
+import os, sys
+print("warm" if "_hxs_zygote" in sys.modules else "cold", flush=True)
+os.execv("/bin/sleep", [MARKER, "600"])
+'''
+CG_FILES = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.swappiness", "memory.max",
+            "memory.swap.max", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.max", "pids.max"]
+
+
+def host_view(pid: int) -> Dict:
+    """What the host sees of a running sandbox program: its execution cgroups' limits
+    and its PID 1."""
+    dirs = cgroup_dirs(pid)
+    files = {}
+    for name in CG_FILES:
+        ctrl = name.split(".")[0]
+        text = read_proc(os.path.join(dirs[ctrl], name)) if ctrl in dirs else None
+        files[name] = text.strip() if text is not None else None
+    init = sandbox_init_of(pid)
+    return {"pid": pid, "owner": engine_cgroup_owner(pid), "dirs": dirs, "files": files, "init": init,
+            "init_status": proc_status(init) if init else {}}
+
+
+def run_and_view(start: Callable[[str], Dict]) -> Tuple[Dict, Dict]:
+    """start(code) runs SLEEPER_CODE and returns its result; meanwhile the host views
+    the program (a sleep named after a fresh marker), then ends it with SIGTERM."""
+    m = marker()
+    box: Dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["res"] = start(SLEEPER_CODE.replace("MARKER", json.dumps(m)))
+        except BaseException as e:  # handed to the test below
+            box["err"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: pids_named(m) or not t.is_alive(), timeout=60.0)
+        pids = pids_named(m)
+        assert len(pids) == 1, "the program did not start (or twice): %s, %s" % (pids, box)
+        view = host_view(pids[0])
+    finally:
+        for pid in pids_named(m):  # only the sleep our program became
+            os.kill(pid, signal.SIGTERM)
+        t.join(timeout=90)
+    if "err" in box:
+        raise box["err"]  # type: ignore[misc]
+    assert "res" in box, "the run did not finish after its program was ended"
+    return box["res"], view  # type: ignore[return-value]
+
+
+def host_has_swap() -> bool:
+    return len((read_proc("/proc/swaps") or "").splitlines()) > 1
+
+
+def assert_limits(view: Dict, memory_mb: int, cpus_milli: int, pids_max: int) -> None:
+    f, dirs = view["files"], view["dirs"]
+    mem = memory_mb * MiB
+    if dirs.get("memory") == dirs.get(""):  # pure cgroup v2
+        assert f["memory.max"] == str(mem), f
+        assert f["memory.swap.max"] == "0" or (f["memory.swap.max"] is None and not host_has_swap()), \
+            "the sandbox may swap: %s" % f
+        assert f["cpu.max"] == "%d 100000" % (cpus_milli * 100), "CPU share: %s" % f
+    else:
+        assert f["memory.limit_in_bytes"] == str(mem), f
+        # memory+swap equal to memory: no swap at all
+        assert f["memory.memsw.limit_in_bytes"] == str(mem) or \
+            (f["memory.memsw.limit_in_bytes"] is None and not host_has_swap()), "the sandbox may swap: %s" % f
+        assert f["memory.swappiness"] == "0", f
+        assert "cpu" in dirs, "no cpu cgroup: the CPU share is not enforced (%s)" % dirs
+        assert (f["cpu.cfs_quota_us"], f["cpu.cfs_period_us"]) == (str(cpus_milli * 100), "100000"), \
+            "CPU share: %s" % f
+    assert f["pids.max"] == str(pids_max), f
+
+
+def assert_init_hardened(view: Dict) -> None:
+    """PID 1 of the sandbox (which the program cannot see) holds no privilege either."""
+    st = view["init_status"]
+    assert view["init"] and view["init"] != view["pid"] and st, "no PID 1 found for %s" % view
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[cap], 16) == 0, "PID 1's %s is %s" % (cap, st[cap])
+    assert st["NoNewPrivs"] == "1", "PID 1's NoNewPrivs is %s" % st["NoNewPrivs"]
+    assert st["Seccomp"] == "2", "PID 1's Seccomp is %s" % st["Seccomp"]
+    assert "0" not in st["Uid"].split() and "0" not in st["Gid"].split(), \
+        "PID 1 runs as host root: Uid %s, Gid %s" % (st["Uid"], st["Gid"])
+
+
+def test_limits_and_pid1_seen_from_the_host() -> None:
+    def start(code: str) -> Dict:
+        return run_exec(code, "python", timeout=30, memory_mb=96,
+                        settings={"SANDBOX_CPUS": "0.5", "SANDBOX_PIDS_MAX": "64"})
+
+    res, view = run_and_view(start)
+    assert (res["exit_code"], res["signal"], res["stdout"]) == (128 + signal.SIGTERM, signal.SIGTERM, "cold\n"), \
+        res.describe()
+    assert view["owner"] in CLI_PIDS, "not our CLI's sandbox: %s" % view
+    assert_limits(view, memory_mb=96, cpus_milli=500, pids_max=64)
+    assert_init_hardened(view)
+
+
+def test_limits_and_pid1_seen_from_the_host_warm(service) -> None:
+    warm_exec(service.url, "pass")  # the templates are ready
+
+    def start(code: str) -> Dict:
+        status, res = _post_exec(service.url, {"code": code, "language": "python", "timeout": 30,
+                                               "memory_mb": 96})
+        assert status == 200, (status, res)
+        return res
+
+    res, view = run_and_view(start)
+    assert (res["exit_code"], res["signal"], res["stdout"]) == (128 + signal.SIGTERM, signal.SIGTERM, "warm\n"), res
+    assert view["owner"] == service.proc.pid, "not the service's sandbox: %s" % view
+    cpus = float(os.environ.get("SANDBOX_CPUS") or 1)
+    pids_max = int(os.environ.get("SANDBOX_PIDS_MAX") or 256)
+    assert_limits(view, memory_mb=96, cpus_milli=int(round(cpus * 1000)), pids_max=pids_max)
+    assert_init_hardened(view)
 
 
 def test_proc_shows_only_processes() -> None:

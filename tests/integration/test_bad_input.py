@@ -553,11 +553,20 @@ def test_huge_body_with_expect_continue_is_refused_before_it_is_sent(service):
     assert_still_serving(service)
 
 
+def _executions(svc) -> float:
+    from conftest import get_metrics
+    return sum(v for k, v in get_metrics(svc.url).items() if k.startswith("hexr_sandbox_executions_total{"))
+
+
 def test_body_shorter_than_content_length_then_close(service):
+    before = _executions(service)
     for part in (b"", b"{", b'{"code":"print(1)"', b'{"code":"print(1)"}'):
         with tcp(service) as s:
             s.sendall(raw_request(part, content_length=len(part) + 50))
         # a client that left gets nothing; the service must not run a sandbox for it
+    _cli.wait_until(lambda: sum(1 for r in service.json_log() if r.get("event") == "exec"
+                                and r.get("outcome") == "client_disconnected") >= 4, LEAK_TIMEOUT)
+    assert _executions(service) == before, "a sandbox ran for a request whose body never arrived"
     assert_still_serving(service, "after truncated bodies")
 
 

@@ -29,6 +29,13 @@
 #define BOOT_ALLOWANCE_TCG_MS   90000u
 /* How long the agent may take to report after the program's time is up. */
 #define REPORT_GRACE_MS         10000u
+/* What receive() takes from one VM per event-loop turn, as the namespace backend
+ * bounds its reads: a guest that floods the channel (it is hostile) gets its share of
+ * the loop and no more; the rest waits in the socket (level-triggered) for the next
+ * turn, after every other connection, execution and timer had theirs. 1 MiB is 16 of
+ * the agent's 64 KiB output frames; the frame count bounds a stream of tiny ones. */
+#define RECEIVE_BUDGET_BYTES    (1u << 20)
+#define RECEIVE_BUDGET_FRAMES   1024u
 
 enum { TAG_CHAN = 1, TAG_PIDFD, TAG_TIMER };
 
@@ -46,6 +53,7 @@ struct vm_exec {
         size_t out_len, out_off;
         bool out_armed;         /* EPOLLOUT is on */
         bool got_exit;
+        bool hv_exited;         /* the hypervisor is gone: what it wrote is still read */
         hxp_exit ex;
 };
 
@@ -253,11 +261,13 @@ static void send_pending(hxs_exec *x)
         vx->out_len = vx->out_off = 0;
 }
 
-/* Frames from the agent. Returns true when the execution is over. */
+/* Frames from the agent, at most one budget's worth. Returns true when the execution
+ * is over. */
 static bool receive(hxs_exec *x)
 {
         struct vm_exec *vx = x->vm;
-        for (;;) {
+        size_t bytes = 0;
+        for (unsigned frames = 0; frames < RECEIVE_BUDGET_FRAMES && bytes < RECEIVE_BUDGET_BYTES; frames++) {
                 hxp_frame f;
                 int r = vm_read_frame(&vx->vm, &f);
                 if (r == 0)
@@ -267,6 +277,7 @@ static bool receive(hxs_exec *x)
                                 set_failure(x, "the microVM's agent sent a malformed frame", "");
                         return true;
                 }
+                bytes += HXP_HEADER_SIZE + f.len;
                 switch (f.type) {
                 case HXP_READY:
                         break;
@@ -299,13 +310,15 @@ static bool receive(hxs_exec *x)
                         return true;
                 }
         }
+        return false; /* budget spent: the channel is still readable, the loop comes back */
 }
 
 static int vm_process(hxs_exec *x)
 {
+        struct vm_exec *vx = x->vm;
         struct epoll_event evs[4];
         int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
-        bool over = false, hv_exited = false;
+        bool over = false, readable = false;
         for (int i = 0; i < n; i++) {
                 switch (evs[i].data.u64) {
                 case TAG_TIMER:
@@ -313,20 +326,23 @@ static int vm_process(hxs_exec *x)
                         over = true;
                         break;
                 case TAG_PIDFD:
-                        hv_exited = true;
+                        /* what it wrote before it went is read below, a budget per turn (the
+                         * socket holds a bounded amount once its writer is gone), then the
+                         * end of the stream ends the execution */
+                        vx->hv_exited = true;
+                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->vm.pidfd, NULL);
+                        readable = true;
                         break;
                 case TAG_CHAN:
                         if (evs[i].events & EPOLLOUT)
                                 send_pending(x);
                         if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-                                over |= receive(x);
+                                readable = true;
                         break;
                 }
         }
-        if (hv_exited && !over) {
-                (void)receive(x); /* what it said before it went, then the end */
-                over = true;
-        }
+        if (readable && !over)
+                over = receive(x);
         if (over && !x->done)
                 finish(x);
         return 0;

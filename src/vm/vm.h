@@ -52,8 +52,8 @@ typedef struct vm_instance {
         struct timespec spawned;
         /* incoming frames */
         uint8_t *rbuf;                  /* HXP_FRAME_MAX bytes */
-        size_t rlen;
-        size_t rskip;                   /* the frame handed out last, dropped on the next read */
+        size_t rlen;                    /* bytes in rbuf */
+        size_t roff;                    /* where the next frame starts: rbuf[roff..rlen) is unparsed */
         /* the hypervisor's cgroups (vm-cgroup.c) */
         cg_exec cg;
         bool have_cg;
@@ -76,9 +76,11 @@ bool vm_kvm_usable(char *why, size_t why_size);
 int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *ret, hxs_error *err);
 /* Kills the hypervisor, reaps it, closes everything, removes what it left. Idempotent. */
 void vm_destroy(vm_instance *v);
-/* Reads what is there. 1 with a frame in *ret (valid until the next call), 0 when
- * nothing complete is there yet, -EPIPE at end of stream, -EBADMSG for a frame that
- * is not valid (the guest is not trusted: the caller destroys the VM). */
+/* The next frame: 1 with a frame in *ret (valid until the next call), 0 when nothing
+ * complete is there yet (at most one read() per call, so a caller that loops decides
+ * how much it takes per turn), -EPIPE at end of stream, -EBADMSG for a frame that is
+ * not valid (the guest is not trusted: the caller destroys the VM). Costs the frame's
+ * own size, whatever else is buffered. */
 int vm_read_frame(vm_instance *v, hxp_frame *ret);
 /* Blocking: waits up to timeout_ms for READY with the right nonce (the pool's
  * thread). 0, -ETIMEDOUT, -EPIPE (the VM died; err_text gets its stderr). */

@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -23,8 +24,21 @@
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
 #define VM_OVERHEAD_MB    128u
-/* The uid QEMU runs as: SANDBOX_UID_BASE + this (no sandbox or template uses it). */
-#define VM_QEMU_UID       3000u
+/*
+ * Host uids, SANDBOX_UID_BASE + these: one per role, so that nothing compromised in
+ * one role runs as another's uid (a uid can ptrace, signal and spend the per-user
+ * kernel budgets of its own processes). The one place they are all listed:
+ *      +0      a sandbox's root (its user namespace maps 0 here)
+ *      +1000   the "sandbox" user programs run as (NS_SANDBOX_UID)
+ *      +2000   warm templates (NS_TEMPLATE_UID, src/ns/ns.h)
+ *      +3000   the package downloader (NS_FETCH_UID, src/ns/ns.h)
+ *      +3001   QEMU (VM_QEMU_UID)
+ *      +3002   Firecracker (VM_FIRECRACKER_UID)
+ * Every QEMU shares +3001 (and every Firecracker +3002): each is PID 1 of a pid
+ * namespace of its own, so none can see another to ptrace or signal it.
+ */
+#define VM_QEMU_UID         3001u
+#define VM_FIRECRACKER_UID  3002u
 /* The virtio-serial port name the agent looks for (kernel parameter hexr.port). */
 #define VM_PORT_NAME      "org.hexr.agent.0"
 
@@ -37,8 +51,12 @@ typedef struct vm_host {
         char rootfs[300];               /* image dir: rootfs.ext4 */
         bool kvm;                       /* -accel kvm (else TCG) */
         unsigned long tsc_khz;          /* for tsc_early_khz under TCG; 0 if unknown */
-        uint32_t qemu_uid;              /* host uid for QEMU without KVM */
+        uint32_t vmm_uid;               /* host uid of the hypervisor: VM_QEMU_UID or VM_FIRECRACKER_UID */
         char state_dir[256];            /* Firecracker jails live below */
+        /* QEMU only: what its jail holds (qemu-jail.c) */
+        char exec_path[PATH_MAX];       /* QEMU_BIN with links resolved: executed in the jail */
+        char jail[16384];               /* "<type><host path>\0"..., "\0": 'f' a file, 'd' a directory */
+        size_t jail_len;
 } vm_host;
 
 /* One VM, from spawn to destruction. */
@@ -66,6 +84,8 @@ typedef struct vm_instance {
 /* Fills h from cfg: image files present, hypervisor executable, accelerator usable.
  * -errno with err naming the setting that is wrong. */
 int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_error *err);
+/* The host uid the hypervisor of this backend runs as (see the uid layout above). */
+uint32_t vm_vmm_uid(const hxs_config *cfg, hxs_backend_kind kind);
 /* Is /dev/kvm there and answering KVM_GET_API_VERSION? (errno-style reason in why) */
 bool vm_kvm_usable(char *why, size_t why_size);
 
@@ -99,6 +119,8 @@ void vm_cgroup_destroy(vm_instance *v);
 /* ---- drivers ------------------------------------------------------------------ */
 
 int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err);
+/* Fills h->exec_path and h->jail: the host files QEMU's jail binds (qemu-jail.c). */
+int vm_qemu_jail_files(vm_host *h, hxs_error *err);
 int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err);
 void vm_firecracker_cleanup(vm_instance *v);
 

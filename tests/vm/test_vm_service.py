@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -232,9 +233,27 @@ def _memory_limit(pid: int) -> int:
     raise AssertionError("pid %d has no memory cgroup" % pid)
 
 
-def test_qemu_is_jailed(vm_service):
-    """Every pooled QEMU: an unprivileged uid, no capabilities, no_new_privs, seccomp, its
-    own pid/mount/net namespaces, a read-only view of the host, and a memory cgroup."""
+def _jail_tree(pid: int) -> Dict[str, str]:
+    """Every path in the root QEMU sees (but /proc), with its type: d, f, c, s, ..."""
+    root = "/proc/%d/root" % pid
+    kinds = {}
+    for top, dirs, files in os.walk(root):
+        rel_top = top[len(root):] or "/"
+        if rel_top == "/":
+            dirs[:] = [d for d in dirs if d != "proc"]
+        for name in dirs + files:
+            st = os.lstat(os.path.join(top, name))
+            kind = ("d" if stat.S_ISDIR(st.st_mode) else "f" if stat.S_ISREG(st.st_mode) else
+                    "l" if stat.S_ISLNK(st.st_mode) else "c" if stat.S_ISCHR(st.st_mode) else
+                    "s" if stat.S_ISSOCK(st.st_mode) else "?")
+            kinds[os.path.join(rel_top, name)] = kind
+    return kinds
+
+
+def test_qemu_is_jailed(vm_service, host_sockets):
+    """Every pooled QEMU: an unprivileged uid of its own, no capabilities, no_new_privs,
+    seccomp, its own pid/mount/net namespaces, a read-only root that holds only QEMU's
+    own files (no host socket in reach), and a memory cgroup."""
     url = vm_service.url
     wait_for(lambda: http_request(url, "GET", "/health")[2]["vm"]["pool_ready"] == 2, 600, "a full pool")
     svc_pid = vm_service.proc.pid
@@ -243,19 +262,45 @@ def test_qemu_is_jailed(vm_service):
     uid_base = int(os.environ.get("SANDBOX_UID_BASE") or 1000000)
     for pid in qemus:
         st = _status(pid)
-        assert st["Uid"].split() == [str(uid_base + 3000)] * 4, st["Uid"]
-        assert st["Gid"].split() == [str(uid_base + 3000)] * 4, st["Gid"]
+        # QEMU's own uid: not the package downloader's (+3000), not Firecracker's (+3002)
+        assert st["Uid"].split() == [str(uid_base + 3001)] * 4, st["Uid"]
+        assert st["Gid"].split() == [str(uid_base + 3001)] * 4, st["Gid"]
         assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0 and int(st["CapBnd"], 16) == 0, st
         assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
         for ns in ("pid", "mnt", "net", "ipc", "uts"):
             assert os.readlink("/proc/%d/ns/%s" % (pid, ns)) != os.readlink("/proc/self/ns/%s" % ns), ns
         # guest RAM is MAX_MEMORY_MB (512) + 128; QEMU's own share on top
         assert _memory_limit(pid) == (512 + 128 + 256) << 20
-        # its view of the host is read-only: / and /dev are mounted ro in its namespace
+        # its root: a tmpfs of its own, read-only; every other mount a read-only bind of
+        # one of QEMU's files, but its own /proc
         with open("/proc/%d/mountinfo" % pid) as f:
-            mounts = {line.split()[4]: line.split()[5] for line in f}
-        assert "ro" in mounts["/"].split(","), mounts["/"]
-        assert "ro" in mounts["/dev"].split(","), mounts["/dev"]
+            mounts = [line.split() for line in f]
+        points = {m[4]: (m[5].split(","), m[m.index("-") + 1]) for m in mounts}
+        assert points["/"][1] == "tmpfs" and "ro" in points["/"][0], points["/"]
+        assert points["/proc"][1] == "proc" and "ro" in points["/proc"][0], points["/proc"]
+        for point, (opts, fstype) in points.items():
+            assert "ro" in opts and "nosuid" in opts, (point, opts)
+            if point not in ("/", "/proc"):
+                assert point == "/etc/ld.so.cache" or point.startswith(("/usr/", "/lib/", "/lib64/")), point
+        # nothing of the host but those files: no socket, no home, no /tmp, /run, /var,
+        # /etc but the loader's cache, and dev/ with four nodes
+        tree = _jail_tree(pid)
+        assert [p for p, k in tree.items() if k not in "dfcl"] == [], tree  # links resolve in the jail
+        assert sorted(p for p, k in tree.items() if k == "c") == ["/dev/null", "/dev/random", "/dev/urandom",
+                                                                  "/dev/zero"]
+        tops = {p.split("/")[1] for p in tree}
+        assert tops <= {"dev", "usr", "lib", "lib64", "etc"}, tops
+        assert [p for p in tree if p.startswith("/etc/")] == ["/etc/ld.so.cache"], tree
+        # the unix sockets the test listens on: reachable on the host, not in the jail
+        for path in host_sockets:
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(path)
+            c.close()
+            jailed = "/proc/%d/root%s" % (pid, path)
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with pytest.raises(FileNotFoundError):
+                c.connect(jailed)
+            c.close()
 
 
 def test_packages_beyond_the_image_are_a_clear_422(start_service, tmp_path):

@@ -107,10 +107,18 @@ def test_seed_examples_and_limits(vm_service, openapi):
                     "language": "javascript", "timeout": 300})
     assert (res["exit_code"], res["stdout"]) == (0, "Hello from Node.js [ 2, 4, 6 ]\n"), res
 
-    # bash: the user, a read-only root, a writable /tmp, stdin, and an exit code
+    # bash: the user, a read-only root, a writable /tmp, stdin, and an exit code. The
+    # root's own mount flag and EROFS, not just a refusal: uid 1000 gets EACCES from a
+    # root-owned directory even where the mount is writable.
     script = r"""
 id -un; id -u
-if touch /usr/hexr-probe 2>/dev/null; then echo "root writable"; rm -f /usr/hexr-probe; else echo "root read-only"; fi
+while read -r _ _ _ _ point opts _; do [ "$point" = / ] && rootopts=$opts; done < /proc/self/mountinfo
+case ",$rootopts," in *,ro,*) flag=ro ;; *) flag=rw ;; esac
+msg="$(touch /hexr-probe 2>&1) $(touch /usr/hexr-probe 2>&1)"
+case "$flag:$msg" in
+  "ro:"*"Read-only file system"*"Read-only file system"*) echo "root read-only" ;;
+  *) echo "root writable? $flag $msg" ;;
+esac
 echo data > /tmp/t && cat /tmp/t
 cat
 echo err >&2

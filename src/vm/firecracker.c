@@ -34,8 +34,9 @@
  *
  * Blocking: vm_firecracker_spawn waits for the jail (up to FC_JAIL_TIMEOUT_MS), the
  * API (FC_API_TIMEOUT_MS) and the guest agent's vsock listener (FC_BOOT_TIMEOUT_MS,
- * retried every FC_RETRY_MS): ~0.2-1 s under KVM, at worst 15 s. Called from the
- * pool's thread that is fine; a cold start on the event loop stalls it that long.
+ * retried every FC_RETRY_MS): ~0.2-1 s under KVM, at worst 15 s. It is only ever
+ * called from a thread, the pool's or the spawner's (vm-spawner.c), never from the
+ * event loop.
  */
 #include <errno.h>
 #include <fcntl.h>

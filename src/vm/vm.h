@@ -124,6 +124,23 @@ int vm_qemu_jail_files(vm_host *h, hxs_error *err);
 int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err);
 void vm_firecracker_cleanup(vm_instance *v);
 
+/* ---- cold starts off the event loop (vm-spawner.c) ---------------------------- */
+
+typedef struct vm_spawner vm_spawner;
+typedef struct vm_spawn_job vm_spawn_job;
+
+int vm_spawner_new(const vm_host *h, vm_spawner **ret, hxs_error *err);
+/* Waits for the starts under way (their VMs are destroyed). NULL is fine. */
+void vm_spawner_free(vm_spawner *s);
+/* Queues the start of a VM of ram_mb. *ret_fd (the job's) becomes readable when it is
+ * done; then vm_spawn_job_take, or else vm_spawn_job_abandon. */
+int vm_spawner_submit(vm_spawner *s, uint32_t ram_mb, vm_spawn_job **ret, int *ret_fd, hxs_error *err);
+/* Once the fd was readable: 0 with the VM moved into *ret, or vm_spawn's -errno with
+ * err filled; the job is freed either way. -EAGAIN (and nothing freed) if not done. */
+int vm_spawn_job_take(vm_spawn_job *j, vm_instance *ret, hxs_error *err);
+/* The execution ended first: the VM is destroyed as soon as it exists. NULL is fine. */
+void vm_spawn_job_abandon(vm_spawn_job *j);
+
 /* ---- pool (vm-pool.c) --------------------------------------------------------- */
 
 typedef struct vm_pool vm_pool;

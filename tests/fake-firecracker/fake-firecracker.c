@@ -19,6 +19,7 @@
  *   exit-after-start        exits with a message on stderr after InstanceStart
  *   bad-ok                  answers CONNECT with "OK garbage"
  *   symlink                 /run/v.sock is a symlink to the real socket
+ *   hold-api                accepts the API connection and never answers
  */
 #include <dirent.h>
 #include <errno.h>
@@ -459,6 +460,9 @@ int main(int argc, char **argv)
         int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
                 die("accept");
+        if (strcmp(mode, "hold-api") == 0)
+                for (;;)
+                        pause();
         serve_api(conn);
         if (strcmp(mode, "exit-after-start") == 0) {
                 fprintf(stderr, "fake-firecracker: exiting on purpose\n");

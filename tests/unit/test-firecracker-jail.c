@@ -503,6 +503,36 @@ static void test_sweeps_dead_owners_jails(void **state)
         host = saved;
 }
 
+/* A cold start runs on the spawner's thread: the caller gets an fd at once, and the
+ * answer when the start is over, however long Firecracker takes (here: its API never
+ * answers, and the driver gives up after its 3 s). */
+static void test_cold_start_is_off_the_callers_thread(void **state)
+{
+        need_root();
+        set_mode("hold-api");
+        vm_spawner *s;
+        hxs_error err = { 0 };
+        assert_int_equal(vm_spawner_new(&host, &s, &err), 0);
+        vm_spawn_job *job;
+        int fd;
+        assert_int_equal(vm_spawner_submit(s, 256, &job, &fd, &err), 0);
+        /* back here while the driver waits on the API (for up to 3 s) */
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        assert_int_equal(poll(&pfd, 1, 0), 0);
+        assert_int_equal(poll(&pfd, 1, 30000), 1);
+        vm_instance v;
+        assert_true(vm_spawn_job_take(job, &v, &err) < 0);
+        print_message("%s\n", err.message);
+        assert_non_null(strstr(err.message, "firecracker: PUT /boot-source"));
+
+        /* one given up while it starts: its VM is destroyed once it is there */
+        set_mode("ok");
+        assert_int_equal(vm_spawner_submit(s, 256, &job, &fd, &err), 0);
+        vm_spawn_job_abandon(job);
+        vm_spawner_free(s); /* waits for the start under way */
+        assert_nothing_left();
+}
+
 /* Each hypervisor has a uid of its own, and none is the package downloader's or a
  * template's: a compromise of one cannot ptrace or signal the others. */
 static void test_vmm_uids_are_their_own(void **state)
@@ -533,6 +563,7 @@ int main(void)
                 cmocka_unit_test(test_jail_failure_names_the_step),
                 cmocka_unit_test(test_concurrent_spawns),
                 cmocka_unit_test(test_sweeps_dead_owners_jails),
+                cmocka_unit_test(test_cold_start_is_off_the_callers_thread),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -18,64 +18,28 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/proto.h"
+#include "fake-agent.h"
 
-static int chan = -1;
 static const char *kernel_path = "";
 
-static void die(const char *what)
-{
-        fprintf(stderr, "fake-qemu: %s: %s\n", what, strerror(errno));
-        exit(1);
-}
-
-static void send_all(const void *p, size_t n)
-{
-        const char *c = p;
-        while (n > 0) {
-                ssize_t w = write(chan, c, n); /* SIGPIPE is ignored; write counts in /proc/PID/io */
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        exit(0); /* the host is gone: so is the VM */
-                c += w;
-                n -= (size_t)w;
-        }
-}
-
-static void send_frame(hxp_type type, const void *p, size_t n)
-{
-        uint8_t h[HXP_HEADER_SIZE];
-        if (hxp_header(h, type, n) < 0) {
-                errno = EMSGSIZE;
-                die("frame too long");
-        }
-        send_all(h, sizeof(h));
-        if (n)
-                send_all(p, n);
-}
-
-static _Noreturn void flood(void)
+static _Noreturn void flood(int fd)
 {
         static uint8_t buf[64 << 10];
         for (size_t i = 0; i + HXP_HEADER_SIZE <= sizeof(buf); i += HXP_HEADER_SIZE)
                 (void)hxp_header(buf + i, (i / HXP_HEADER_SIZE) % 2 ? HXP_READY : HXP_STDOUT, 0);
         for (;;)
-                send_all(buf, sizeof(buf));
+                fake_write_all(fd, buf, sizeof(buf));
 }
 
 /* ---- what the jail looks like from inside ------------------------------------------ */
@@ -147,18 +111,8 @@ static const char *connect_result(const char *path)
 
 static void describe(text *t, const char *code, size_t code_len)
 {
-        uid_t ru, eu, su;
-        gid_t rg, eg, sg;
-        getresuid(&ru, &eu, &su);
-        getresgid(&rg, &eg, &sg);
-        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct caps[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
-        syscall(SYS_capget, &hdr, caps);
-        int bounding = 0;
-        for (int c = 0; c <= 63; c++)
-                if (prctl(PR_CAPBSET_READ, c) == 1)
-                        bounding++;
-        char kernel[64] = "";
+        char ids[256], kernel[64] = "";
+        fake_ids(ids, sizeof(ids));
         int kfd = open(kernel_path, O_RDONLY | O_CLOEXEC);
         if (kfd < 0) {
                 snprintf(kernel, sizeof(kernel), "(%s)", strerrorname_np(errno));
@@ -168,10 +122,7 @@ static void describe(text *t, const char *code, size_t code_len)
                 kernel[strcspn(kernel, "\n")] = '\0';
                 close(kfd);
         }
-        put(t, "pid=%d uid=%u,%u,%u gid=%u,%u,%u groups=%d nnp=%d caps=%x,%x,%x bounding=%d kernel=%s\n",
-            (int)getpid(), ru, eu, su, rg, eg, sg, getgroups(0, NULL), prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
-            caps[0].effective | caps[1].effective, caps[0].permitted | caps[1].permitted,
-            caps[0].inheritable | caps[1].inheritable, bounding, kernel);
+        put(t, "%s kernel=%s\n", ids, kernel);
         /* "connect PATH" lines of the code */
         const char *p = code, *end = code + code_len;
         while (p < end) {
@@ -188,74 +139,21 @@ static void describe(text *t, const char *code, size_t code_len)
         walk(t, "/", 0); /* last: on a host's whole tree it fills what is left */
 }
 
-/* ---- the agent ------------------------------------------------------------------------ */
+/* ---- START ------------------------------------------------------------------------------ */
 
-static void agent(void)
+static void on_start(int fd, const char *code, size_t code_len, bool have_run)
 {
-        static uint8_t buf[HXP_FRAME_MAX * 2];
-        static char code[4096];
-        static hxp_run run;
         static text out;
-        size_t len = 0, code_len = 0;
-        bool have_run = false;
-        for (;;) {
-                hxp_frame f;
-                long used;
-                while ((used = hxp_parse(buf, len, &f)) == 0) {
-                        ssize_t n = read(chan, buf + len, sizeof(buf) - len);
-                        if (n <= 0)
-                                exit(0); /* the host is gone */
-                        len += (size_t)n;
-                }
-                if (used < 0) {
-                        errno = EBADMSG;
-                        die("a malformed frame from the host");
-                }
-                switch (f.type) {
-                case HXP_HELLO: {
-                        uint8_t ready[4 + 9];
-                        memcpy(ready, f.payload, 4);
-                        memcpy(ready + 4, "fake-qemu", 9);
-                        send_frame(HXP_READY, ready, sizeof(ready));
-                        break;
-                }
-                case HXP_RUN:
-                        have_run = hxp_run_decode(f.payload, f.len, &run) == 0;
-                        break;
-                case HXP_CODE: {
-                        size_t c = f.len < sizeof(code) - code_len ? f.len : sizeof(code) - code_len;
-                        memcpy(code + code_len, f.payload, c);
-                        code_len += c;
-                        break;
-                }
-                case HXP_START: {
-                        if (!have_run) {
-                                static const char msg[] = "fake agent: no valid RUN";
-                                send_frame(HXP_ERROR, msg, sizeof(msg) - 1);
-                                exit(0);
-                        }
-                        if (code_len >= 5 && memcmp(code, "flood", 5) == 0)
-                                flood();
-                        describe(&out, code, code_len);
-                        send_frame(HXP_STDOUT, out.buf, out.len);
-                        uint8_t ex[64];
-                        hxp_builder b;
-                        hxp_builder_init(&b, ex, sizeof(ex));
-                        hxp_put_u32(&b, HXP_EXIT_WAIT_STATUS, 0);
-                        hxp_put_u32(&b, HXP_EXIT_TIME_MS, 1);
-                        send_frame(HXP_EXIT, ex, b.len);
-                        exit(0); /* the VM powers off */
-                }
-                default:
-                        break;
-                }
-                memmove(buf, buf + used, len - (size_t)used);
-                len -= (size_t)used;
-        }
+        (void)have_run;
+        if (code_len >= 5 && memcmp(code, "flood", 5) == 0)
+                flood(fd);
+        describe(&out, code, code_len);
+        fake_report_and_exit(fd, out.buf, out.len);
 }
 
 int main(int argc, char **argv)
 {
+        int chan = -1;
         for (int i = 1; i + 1 < argc; i++) {
                 const char *fd = NULL;
                 if (strcmp(argv[i], "-chardev") == 0 && strncmp(argv[i + 1], "socket,id=agent,", 16) == 0 &&
@@ -269,6 +167,5 @@ int main(int argc, char **argv)
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
-        agent();
-        return 0;
+        fake_agent(chan, "fake-qemu", on_start);
 }

@@ -52,8 +52,11 @@ def vm_env(**extra: str) -> Dict[str, str]:
     return env
 
 
-def qemu_pids() -> List[int]:
-    """QEMU processes started by a service of this suite (their argv names our port)."""
+def qemu_pids(engine_pid: int = 0) -> List[int]:
+    """QEMU processes of this project (their argv names our port); with engine_pid,
+    only those the service or CLI of that pid started: they live in its cgroups
+    (hexr-sandbox/s<pid>.<start>-<n>) until they are gone. Other instances on the
+    machine may run VMs at the same time."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -61,10 +64,15 @@ def qemu_pids() -> List[int]:
         try:
             with open("/proc/%s/cmdline" % entry, "rb") as f:
                 argv = f.read().split(b"\0")
+            with open("/proc/%s/cgroup" % entry) as f:
+                cgroups = f.read()
         except OSError:
             continue
-        if argv and argv[0].endswith(b"qemu-system-x86_64") and any(b"org.hexr.agent" in a for a in argv):
-            pids.append(int(entry))
+        if not (argv and argv[0].endswith(b"qemu-system-x86_64") and any(b"org.hexr.agent" in a for a in argv)):
+            continue
+        if engine_pid and "/s%d." % engine_pid not in cgroups:
+            continue
+        pids.append(int(entry))
     return pids
 
 
@@ -77,12 +85,10 @@ def run(url: str, body: Dict[str, Any]) -> Dict[str, Any]:
 @pytest.fixture
 def vm_service(start_service):
     _image_ready()
-    before = set(qemu_pids())
     svc = start_service(env=vm_env())
     yield svc
     svc.stop()
-    left = wait_for(lambda: not (set(qemu_pids()) - before), 60, "QEMU processes to go")
-    assert left
+    assert wait_for(lambda: not qemu_pids(svc.proc.pid), 60, "its QEMU processes to go")
 
 
 def test_seed_examples_and_limits(vm_service, openapi):
@@ -212,14 +218,13 @@ def test_missing_image_is_a_clear_start_error(tmp_path):
 def test_exec_cli_cold_vm(tmp_path):
     """`exec` boots one VM (no pool) and leaves nothing behind."""
     _image_ready()
-    before = set(qemu_pids())
     env = dict(os.environ, SANDBOX_BACKEND="qemu", SANDBOX_VM_IMAGE_DIR=IMAGE_DIR, SANDBOX_VM_ACCEL="tcg",
                STATE_DIR=str(tmp_path / "state"))
-    p = subprocess.run([BIN, "exec", "-l", "python", "-c", "import sys; print('hi'); sys.exit(7)"],
-                       env=env, capture_output=True, text=True, timeout=HANG, stdin=subprocess.DEVNULL)
-    assert (p.returncode, p.stdout) == (7, "hi\n"), p.stderr
-    time.sleep(0.1)
-    assert not (set(qemu_pids()) - before)
+    p = subprocess.Popen([BIN, "exec", "-l", "python", "-c", "import sys; print('hi'); sys.exit(7)"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    out, err = p.communicate(timeout=HANG)
+    assert (p.returncode, out) == (7, "hi\n"), err
+    assert qemu_pids(p.pid) == []
 
 
 def _status(pid: int) -> Dict[str, str]:
@@ -264,8 +269,7 @@ def test_qemu_is_jailed(vm_service, host_sockets):
     own files (no host socket in reach), and a memory cgroup."""
     url = vm_service.url
     wait_for(lambda: http_request(url, "GET", "/health")[2]["vm"]["pool_ready"] == 2, 600, "a full pool")
-    svc_pid = vm_service.proc.pid
-    qemus = [p for p in qemu_pids() if int(open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[1]) == svc_pid]
+    qemus = qemu_pids(vm_service.proc.pid)
     assert len(qemus) == 2, qemus
     uid_base = int(os.environ.get("SANDBOX_UID_BASE") or 1000000)
     for pid in qemus:

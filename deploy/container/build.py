@@ -57,6 +57,9 @@ IMAGE_ENV = {
     "MAX_MEMORY_MB": "512",
     "SANDBOX_BACKEND": "namespaces",
     "STATE_DIR": "/run/hexr-sandbox",
+    # warm templates need three more capabilities in the service (docs/deploy.md):
+    # the image starts with the fewest, and SANDBOX_WARM=on asks for them
+    "SANDBOX_WARM": "off",
 }
 
 
@@ -193,6 +196,7 @@ def build(args):
         "config": config, "version": version}, sort_keys=True).encode()).hexdigest()
     print(f"image {tag}: {len(names)} packages, binary {sha256_file(binary)[:12]}, inputs {key[:12]}", flush=True)
     if not args.force and existing_inputs(tag) == key:
+        tag_latest(tag, args)
         print(f"unchanged inputs: the image {tag} is reused ({time.monotonic() - t0:.1f} s)")
         return 0
 
@@ -240,14 +244,31 @@ def build(args):
         buildah(*cfg, ctr)
 
         progress.step(f"commit {tag}")
+        old = image_id(tag)
         buildah("commit", "--quiet", "--format", "oci", "--rm", ctr, tag)
         ctr = None
+        tag_latest(tag, args)
+        if old and old != image_id(tag):
+            # the previous build of this tag, now untagged: not kept (hundreds of MB)
+            subprocess.run(["buildah", "rmi", old], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"image {tag} built ({time.monotonic() - t0:.1f} s)")
         return 0
     finally:
         if ctr:
             subprocess.run(["buildah", "rm", ctr], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def image_id(tag):
+    r = subprocess.run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}", tag],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def tag_latest(tag, args):
+    """hexr-sandbox:VERSION is also hexr-sandbox:latest, which run.sh starts."""
+    if not args.tag:
+        buildah("tag", tag, "hexr-sandbox:latest")
 
 
 def entrypoint():

@@ -47,6 +47,12 @@ _Static_assert(sizeof(duration_bounds) / sizeof(duration_bounds[0]) <=
                        sizeof(((metrics *)0)->duration_buckets) / sizeof(uint64_t),
                "histogram buckets");
 
+/* Upper bounds of the queue wait histogram, in seconds: most requests start at once. */
+static const double queue_wait_bounds[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+_Static_assert(sizeof(queue_wait_bounds) / sizeof(queue_wait_bounds[0]) <=
+                       sizeof(((metrics *)0)->queue_wait_buckets) / sizeof(uint64_t),
+               "queue wait buckets");
+
 const char *outcome_name(outcome o)
 {
         return (unsigned)o < OUTCOME_MAX ? outcome_names[o] : "unknown";
@@ -108,6 +114,18 @@ void metrics_reject(metrics *m, reject_reason r)
                 m->rejected[r]++;
 }
 
+void metrics_queue_wait(metrics *m, uint64_t wait_ms)
+{
+        double s = (double)wait_ms / 1000.0;
+        for (size_t i = 0; i < sizeof(queue_wait_bounds) / sizeof(queue_wait_bounds[0]); i++)
+                if (s <= queue_wait_bounds[i]) {
+                        m->queue_wait_buckets[i]++;
+                        break;
+                }
+        m->queue_wait_count++;
+        m->queue_wait_sum_s += s;
+}
+
 void metrics_http(metrics *m, route rt, unsigned status)
 {
         if ((unsigned)rt < ROUTE_MAX && status < 600)
@@ -117,6 +135,35 @@ void metrics_http(metrics *m, route rt, unsigned status)
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* What an autoscaler needs: slots in use and in all (above), the queue's length, room
+ * and age, and how long requests waited for a slot. */
+static void render_queue(FILE *f, const hxs_server *srv)
+{
+        const metrics *m = &srv->m;
+        const call *oldest = TAILQ_FIRST(&srv->queue);
+        uint64_t now = now_ms();
+
+        family(f, "hexr_sandbox_max_queued_executions", "gauge",
+               "Requests that may wait for a slot before 429 (MAX_QUEUE).");
+        fprintf(f, "hexr_sandbox_max_queued_executions %u\n", srv->cfg.max_queue);
+        family(f, "hexr_sandbox_queue_oldest_wait_seconds", "gauge",
+               "How long the oldest waiting request has waited for a slot (0: none waits).");
+        fprintf(f, "hexr_sandbox_queue_oldest_wait_seconds %.3f\n",
+                oldest && now > oldest->received_ms ? (double)(now - oldest->received_ms) / 1000.0 : 0.0);
+        family(f, "hexr_sandbox_queue_wait_seconds", "histogram",
+               "Time from a whole request to its sandbox starting, in seconds (0 when a slot was free).");
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i < sizeof(queue_wait_bounds) / sizeof(queue_wait_bounds[0]); i++) {
+                cumulative += m->queue_wait_buckets[i];
+                fprintf(f, "hexr_sandbox_queue_wait_seconds_bucket{le=\"%g\"} %llu\n", queue_wait_bounds[i],
+                        (unsigned long long)cumulative);
+        }
+        fprintf(f, "hexr_sandbox_queue_wait_seconds_bucket{le=\"+Inf\"} %llu\n",
+                (unsigned long long)m->queue_wait_count);
+        fprintf(f, "hexr_sandbox_queue_wait_seconds_sum %.6f\n", m->queue_wait_sum_s);
+        fprintf(f, "hexr_sandbox_queue_wait_seconds_count %llu\n", (unsigned long long)m->queue_wait_count);
 }
 
 char *metrics_render(const hxs_server *srv, size_t *ret_len)
@@ -159,6 +206,7 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
         fprintf(f, "hexr_sandbox_max_concurrent_executions %u\n", srv->cfg.max_concurrent);
         family(f, "hexr_sandbox_draining", "gauge", "1 while the service drains after SIGTERM, else 0.");
         fprintf(f, "hexr_sandbox_draining %d\n", srv->draining ? 1 : 0);
+        render_queue(f, srv);
 
         hxs_engine_stats st = { 0 };
         hxs_engine_stats_get(srv->engine, &st);

@@ -203,6 +203,11 @@ frontend sandbox
 
 backend instances
     balance leastconn
+    # an execution's record lives on the instance that ran it: remember which one
+    # served each X-Request-Id, and send GET /api/v1/executions/{{id}} there
+    stick-table type string len 32 size 100k expire 1h
+    stick store-response res.hdr(x-request-id)
+    stick match path,field(5,/) if {{ path_beg /api/v1/executions/ }}
     option httpchk GET /health
     http-check expect status 200
     default-server inter 200ms fall 1 rise 2 maxconn {slots}
@@ -395,7 +400,9 @@ def run_scenario(binary: str, quick: bool, workdir: str, report: Callable[[str],
         mid3 = lb.served()
         served["sigkill"] = {k: mid3[k] - mid2[k] for k in mid3}
         load.set_phase("rejoined")
-        time.sleep(steady_s)
+        time.sleep(steady_s / 2)
+        events["records"] = check_records(lb.url)
+        time.sleep(steady_s / 2)
         load.stop()
         end = lb.served()
         served["rejoined"] = {k: end[k] - mid3[k] for k in end}
@@ -422,6 +429,26 @@ def check_leftovers(pid: int, start: Optional[int], state: str) -> Dict[str, int
     procs += _cli.leaked_sandbox_processes({pid})
     return {"processes": len(procs), "cgroups": len(_cli.leftover_cgroups({pid})),
             "mounts": len(_cli.host_mounts_under(state)), "process_list": procs}
+
+
+def check_records(url: str, n: int = 9) -> Dict[str, int]:
+    """Executions through HAProxy, then each one's record through HAProxy: found only
+    when the record request reaches the instance that ran it."""
+    found = 0
+    for _ in range(n):
+        req = urllib.request.Request(url + "/api/v1/exec", data=json.dumps({"code": "print(1)"}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                rid = r.headers["X-Request-Id"]
+        except (OSError, ValueError):
+            continue
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/executions/{rid}", timeout=30) as r:
+                found += json.loads(r.read()).get("id") == rid
+        except (OSError, ValueError):
+            pass
+    return {"sent": n, "found": found}
 
 
 def summarize(records: List[Dict[str, Any]], served: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, Any]]:
@@ -475,6 +502,8 @@ def write_report(path: str, result: Dict[str, Any], quick: bool, binary: str) ->
         f"instance before its restart: {ev['on_dead_s2']['processes']} processes, {ev['on_dead_s2']['mounts']} "
         f"mounts, {ev['on_dead_s2']['cgroups']} empty cgroup directories; after the restart (whose start sweeps "
         f"them): {ev['after_restart_leftovers']['cgroups']} cgroups.",
+        f"- **records**: {ev['records']['found']} of {ev['records']['sent']} `GET /api/v1/executions/{{id}}` "
+        "through HAProxy found their record: a stick table learns which instance served each `X-Request-Id`.",
         f"- **stop**: every instance exited {sorted(set(map(str, ev['stop_exit'].values())))} on SIGTERM at the end.",
         "",
     ]

@@ -8,6 +8,8 @@ bench/cluster.py's scenario (the same code), with the outcomes checked.
 - SIGKILL to one: only requests running on it fail (as 502: cut after they were
   sent, which nothing retries), its sandboxes and templates die with it, nothing is
   mounted, its cgroups are swept when it starts again, and it rejoins;
+- an execution's record (GET /api/v1/executions/{id}) is found through HAProxy, which
+  routes it to the instance that ran it;
 - every instance exits 0 on SIGTERM at the end.
 
 Percentiles are in bench/results/cluster.md (bench/cluster.py), never asserted here.
@@ -50,6 +52,8 @@ def test_three_instances_behind_haproxy() -> None:
     assert ev["on_dead_s2"]["processes"] == 0, ev["on_dead_s2"]
     assert ev["on_dead_s2"]["mounts"] == 0, ev["on_dead_s2"]
     assert ev["after_restart_leftovers"]["cgroups"] == 0, ev["after_restart_leftovers"]
+
+    assert ev["records"]["found"] == ev["records"]["sent"], ev["records"]
 
     served = phases["rejoined"]["served"]
     assert served["s1"] > 0 and served["s2"] > 0, f"a restarted instance did not rejoin: {served}"

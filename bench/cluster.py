@@ -375,13 +375,18 @@ def run_scenario(binary: str, quick: bool, workdir: str, report: Callable[[str],
         served["sigterm"] = {k: mid2[k] - mid[k] for k in mid2}
         load.set_phase("sigkill")
         wait_for(lambda: int(lb.stats()["s2"]["scur"] or 0) > 0, 30, "s2 to be running an execution")
-        running = int(lb.stats()["s2"]["scur"] or 0)
+        st = lb.stats()["s2"]
+        running, sent_before = int(st["scur"] or 0), int(st["stot"] or 0)
         killed = s2.pids[-1]
         killed_start = proc_start_time(killed)
         s2.signal(signal.SIGKILL)
         events["sigkill_running_on_s2"] = running
         events["s2_exit"] = s2.wait(timeout=30)
         wait_for(lambda: lb.status("s2").startswith("DOWN"), 30, "HAProxy to take s2 out")
+        # requests HAProxy handed s2 between the kill and its health check failing: a
+        # dying process's listening socket still completes handshakes until it is
+        # closed, so some are sent and then reset (HAProxy answers 502)
+        events["sent_to_s2_after_kill"] = int(lb.stats()["s2"]["stot"] or 0) - sent_before
         # its sandboxes and templates die with it (not at once: give them 30 s)
         t_kill = time.monotonic()
         try:
@@ -496,8 +501,10 @@ def write_report(path: str, result: Dict[str, Any], quick: bool, binary: str) ->
         "was down; requests that reached it while draining got 503 and were sent to another instance "
         "(HAProxy's retry-on, then the SDK's).",
         f"- **sigkill**: s2 had {ev['sigkill_running_on_s2']} execution(s) running when it was SIGKILLed (exit "
-        f"{ev['s2_exit']}); those are the requests that can fail (the connection drops after the request was "
-        "sent, which neither HAProxy nor the SDK retries: the code may have run). Its sandboxes and warm "
+        f"{ev['s2_exit']}), and HAProxy handed it {ev['sent_to_s2_after_kill']} more before its health check "
+        "failed (a dying process's listening socket still completes handshakes until it is closed): those are "
+        "the requests that can fail, as 502 (the connection drops after the request was sent, which neither "
+        "HAProxy nor the SDK retries: the code may have run). Its sandboxes and warm "
         f"templates were gone {ev['s2_processes_gone_s']:.1f} s after the kill. Left on the host by the dead "
         f"instance before its restart: {ev['on_dead_s2']['processes']} processes, {ev['on_dead_s2']['mounts']} "
         f"mounts, {ev['on_dead_s2']['cgroups']} empty cgroup directories; after the restart (whose start sweeps "

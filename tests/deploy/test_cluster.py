@@ -5,8 +5,9 @@ bench/cluster.py's scenario (the same code), with the outcomes checked.
 - SIGTERM to one instance: it drains and exits 0, HAProxy stops sending to it, no
   request fails (a request that reaches it while it drains gets 503, retried
   elsewhere by HAProxy and the SDK);
-- SIGKILL to one: only requests running on it fail (as 502: cut after they were
-  sent, which nothing retries), its sandboxes and templates die with it, nothing is
+- SIGKILL to one: only requests on it fail (running there, or handed to it between
+  the kill and its health check failing; as 502: cut after they were sent, which
+  nothing retries), its sandboxes and templates die with it, nothing is
   mounted, its cgroups are swept when it starts again, and it rejoins;
 - an execution's record (GET /api/v1/executions/{id}) is found through HAProxy, which
   routes it to the instance that ran it;
@@ -47,7 +48,8 @@ def test_three_instances_behind_haproxy() -> None:
     assert ev["s1_served_while_down"] == 0, "HAProxy kept sending to the stopped instance"
 
     assert ev["s2_exit"] == -9
-    assert phases["sigkill"]["failed"] <= ev["sigkill_running_on_s2"], summary
+    # on it: running there, or handed to it by HAProxy before its health check failed
+    assert phases["sigkill"]["failed"] <= ev["sigkill_running_on_s2"] + ev["sent_to_s2_after_kill"], (summary, ev)
     assert all("502" in e or "connection_closed" in e for e in phases["sigkill"]["errors"]), summary
     assert ev["on_dead_s2"]["processes"] == 0, ev["on_dead_s2"]
     assert ev["on_dead_s2"]["mounts"] == 0, ev["on_dead_s2"]

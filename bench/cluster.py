@@ -31,7 +31,6 @@ import collections
 import csv
 import io
 import json
-import math
 import os
 import platform
 import shutil
@@ -47,37 +46,17 @@ from typing import Any, Callable, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
+for _p in (os.path.join(ROOT, "sdk", "python"), os.path.join(ROOT, "tests", "integration"), HERE):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
-import hexr.sandbox  # noqa: E402
+import _cli  # noqa: E402  (the integration suite's host inspection helpers)
 from hexr.sandbox import Client, SandboxError  # noqa: E402
+from run import log, pct  # noqa: E402
 
 CODE = "import time; time.sleep(0.2); print('ok')"
 SLOTS = 2  # MAX_CONCURRENT of each instance
 PHASES = ("steady", "sigterm", "sigkill", "rejoined")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def pct(xs: List[float], p: float) -> float:
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = (len(s) - 1) * p / 100.0
-    f = math.floor(k)
-    c = min(f + 1, len(s) - 1)
-    return s[f] + (s[c] - s[f]) * (k - f)
-
-
-def proc_start_time(pid: int) -> Optional[int]:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
 
 
 def free_port() -> int:
@@ -87,14 +66,10 @@ def free_port() -> int:
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    v = _cli.wait_until(pred, timeout, interval)
+    if not v:
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    return v
 
 
 def http_get(url: str, timeout: float = 5.0) -> Optional[Dict[str, Any]]:
@@ -378,7 +353,7 @@ def run_scenario(binary: str, quick: bool, workdir: str, report: Callable[[str],
         st = lb.stats()["s2"]
         running, sent_before = int(st["scur"] or 0), int(st["stot"] or 0)
         killed = s2.pids[-1]
-        killed_start = proc_start_time(killed)
+        killed_start = _cli.proc_start_time(killed)
         s2.signal(signal.SIGKILL)
         events["sigkill_running_on_s2"] = running
         events["s2_exit"] = s2.wait(timeout=30)
@@ -426,9 +401,6 @@ def check_leftovers(pid: int, start: Optional[int], state: str) -> Dict[str, int
     host: processes in its execution cgroups, its warm templates, sandbox processes
     outside any live engine's cgroup, its cgroup directories (a SIGKILLed process
     removes nothing: they stay until an engine starts and sweeps them), mounts."""
-    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-    import _cli  # the integration suite's host inspection helpers
-
     procs = [f"{name}: {p}" for name, p in _cli.instance_processes(f"s{pid}.{start}").items()] if start else []
     procs += [f"template {p}" for p in _cli.template_processes(state, _cli.uid_base())]
     procs += _cli.leaked_sandbox_processes({pid})

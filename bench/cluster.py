@@ -143,16 +143,8 @@ class Instance:
         return self.proc.wait(timeout=timeout)
 
     def stop(self, timeout: float = 60) -> Optional[int]:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        return self.proc.returncode
+        """SIGTERM (a drain), then SIGKILL after timeout; the exit status."""
+        return None if self.proc is None else _cli.terminate(self.proc, timeout)
 
 
 HAPROXY_CFG = """\

@@ -9,7 +9,7 @@ import { SandboxError, SandboxInternalError, SandboxUnavailableError } from "./e
 import { decodeJson, errorFromResponse } from "./reply.js";
 import { ExecResult } from "./result.js";
 import { type RetryOptions, type RetryPolicy, retryDelay, retryPolicy } from "./retry.js";
-import { type Response, type TlsFiles, send, sleep } from "./transport.js";
+import { type OpenResponse, open, readAll, type RequestSpec, type TlsFiles, send, sleep } from "./transport.js";
 
 /** Environment variable naming the service address, read at every call. */
 export const URL_ENV = "HEXR_SANDBOX_URL";
@@ -209,19 +209,28 @@ export class Client {
    */
   async exec(code: string, options: ExecOptions = {}): Promise<ExecResult> {
     checkKeys("exec options", options, EXEC_OPTIONS);
+    return this.#execAt(EXEC_PATH, code, options);
+  }
+
+  /** Runs `code` with `POST path` (the exec route, or another that takes the same body). */
+  async #execAt(path: string, code: string, options: ExecOptions): Promise<ExecResult> {
     const body = encodeRequest(code, options);
     const address = this.#resolve();
-    const response = await this.#withRetries(address, options.signal, () =>
-      send(address, {
-        method: "POST",
-        path: EXEC_PATH,
-        body,
-        connectTimeout: this.connectTimeout,
-        readTimeout: this.#readTimeout(options),
-        tls: this.#tlsFiles(),
-        signal: options.signal,
-      }),
-    );
+    const reply = await this.#withRetries(address, {
+      method: "POST",
+      path,
+      body,
+      connectTimeout: this.connectTimeout,
+      readTimeout: this.#readTimeout(options),
+      signal: options.signal,
+    });
+    let data: Buffer;
+    try {
+      data = await readAll(address, reply.body);
+    } finally {
+      reply.close();
+    }
+    const response = { status: reply.status, reason: reply.reason, headers: reply.headers, body: data };
     return ExecResult.fromResponse(decodeJson(address, response));
   }
 
@@ -288,23 +297,26 @@ export class Client {
   }
 
   /**
-   * Sends with `attempt` until a 200, a failure that must not be retried, or the
-   * retries are used up; throws the last failure (with `attempts` set).
+   * Sends `spec` until a 200, a failure that must not be retried, or the retries are
+   * used up; throws the last failure (with `attempts` set). The 200's body is the
+   * caller's to read (whole, or as it comes).
    */
-  async #withRetries(
-    address: Address,
-    signal: AbortSignal | undefined,
-    attempt: () => Promise<Response>,
-  ): Promise<Response> {
+  async #withRetries(address: Address, spec: Omit<RequestSpec, "tls">): Promise<OpenResponse> {
     const policy = this.#retry;
     for (let n = 1; ; n++) {
       let error: SandboxError;
       let retryAfter: string | undefined;
       try {
-        const response = await attempt();
-        if (response.status === 200) return response;
-        error = errorFromResponse(address, response);
-        retryAfter = response.headers["retry-after"];
+        const reply = await open(address, { ...spec, tls: this.#tlsFiles() });
+        if (reply.status === 200) return reply;
+        let body: Buffer;
+        try {
+          body = await readAll(address, reply.body);
+        } finally {
+          reply.close();
+        }
+        error = errorFromResponse(address, { status: reply.status, reason: reply.reason, headers: reply.headers, body });
+        retryAfter = reply.headers["retry-after"];
       } catch (err) {
         if (!(err instanceof SandboxError)) throw err;
         error = err;
@@ -313,7 +325,7 @@ export class Client {
       const delay = retryDelay(policy, error, n, retryAfter);
       if (delay === null) throw error;
       policy.onRetry?.({ attempt: n, delay, error });
-      await sleep(delay, signal);
+      await sleep(delay, spec.signal);
     }
   }
 }

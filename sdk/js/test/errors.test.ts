@@ -87,7 +87,7 @@ describe("errors from a real service", { concurrency: true }, () => {
   test("429: over capacity is a SandboxOverloadedError with retryAfter", async () => {
     await withService({ MAX_CONCURRENT: "1", MAX_QUEUE: "0" }, async (svc) => {
       const client = new Client({ url: svc.url, retry: false });
-      const holder = client.exec("sleep 2; echo held", { language: "bash" });
+      const holder = client.exec("sleep 3; echo held", { language: "bash" });
       await waitFor(async () => (await gauge(svc.url, "hexr_sandbox_active_executions")) === 1, 30, "the slot to be taken");
       await assert.rejects(client.exec("echo never", { language: "bash" }), expectError(SandboxOverloadedError, (err) => {
         assert.equal(err.status, 429);
@@ -120,7 +120,7 @@ describe("errors from a real service", { concurrency: true }, () => {
     const svc = await startService({ env: { DRAIN_TIMEOUT: "60s" } });
     try {
       const client = new Client({ url: svc.url, retry: false });
-      const running = client.exec("sleep 2; echo finished", { language: "bash" });
+      const running = client.exec("sleep 3; echo finished", { language: "bash" });
       await waitFor(async () => (await gauge(svc.url, "hexr_sandbox_active_executions")) === 1, 30, "the execution to start");
       svc.signal("SIGTERM");
       await waitFor(async () => (await rawRequest(svc.url, "GET", "/health")).status === 503, 10, "/health to say draining");

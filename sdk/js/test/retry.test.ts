@@ -26,7 +26,7 @@ describe("retries", { concurrency: true }, () => {
       try {
         old = await startService({ listen, env: { DRAIN_TIMEOUT: "60s" } });
         const url = old.url;
-        const holder = new Client({ url, retry: false }).exec("sleep 2; echo old", { language: "bash" });
+        const holder = new Client({ url, retry: false }).exec("sleep 3; echo old", { language: "bash" });
         await waitFor(async () => (await active(old!)) === 1, 30, "the old service's execution to start");
         old.signal("SIGTERM");
         await waitFor(async () => (await rawRequest(url, "GET", "/health")).status === 503, 10, "/health to say draining");

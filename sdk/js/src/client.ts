@@ -8,7 +8,14 @@ import { type Address, parseUrl } from "./address.js";
 import { SandboxError, SandboxInternalError, SandboxUnavailableError } from "./errors.js";
 import { decodeJson, errorFromResponse } from "./reply.js";
 import { ExecResult } from "./result.js";
-import { type RetryOptions, type RetryPolicy, retryDelay, retryPolicy } from "./retry.js";
+import {
+  checkRetries,
+  DEFAULT_RETRY_BACKOFF,
+  DEFAULT_RETRY_WAIT_MAX,
+  type RetryEvent,
+  RetryPolicy,
+  retriesFromEnv,
+} from "./retry.js";
 import { type OpenResponse, open, readAll, type RequestSpec, type TlsFiles, send, sleep } from "./transport.js";
 
 /** Environment variable naming the service address, read at every call. */
@@ -98,13 +105,23 @@ export interface ClientOptions {
   certFile?: string;
   /** Its private key (PEM file); default `HEXR_SANDBOX_KEY_FILE`, else in `certFile`. */
   keyFile?: string;
-  /** Retries of what is safe to retry (see {@link RetryOptions}); `false`: none. */
-  retry?: RetryOptions | false;
+  /**
+   * Further attempts of an execution the service certainly did not run (a connection
+   * that could not be made, 503, 429 with `Retry-After`): an integer from 0 (none) to
+   * 10. Left out, `HEXR_SANDBOX_RETRIES` is read at every call (default 2).
+   */
+  retries?: number;
+  /** Seconds of waiting between attempts, in all, at most (10). */
+  retryWaitMax?: number;
+  /** First wait after a failed connection or a 503 (0.25), doubling, with jitter. */
+  retryBackoff?: number;
+  /** Called before each wait between attempts (for logging). */
+  onRetry?: (event: RetryEvent) => void;
 }
 
 const CLIENT_OPTIONS = new Set([
   "url", "timeoutMargin", "packagesMargin", "connectTimeout", "healthTimeout",
-  "caFile", "certFile", "keyFile", "retry",
+  "caFile", "certFile", "keyFile", "retries", "retryWaitMax", "retryBackoff", "onRetry",
 ]);
 const EXEC_OPTIONS = new Set(["language", "timeout", "memoryMb", "envVars", "packages", "stdin", "signal"]);
 const HEALTH_OPTIONS = new Set(["timeout", "signal"]);
@@ -143,8 +160,14 @@ function env(name: string): string | undefined {
  */
 export class Client {
   readonly #address: Address | null;
-  readonly #retry: RetryPolicy;
   readonly #tls: TlsFiles;
+  readonly #onRetry: ((event: RetryEvent) => void) | undefined;
+  /** Retries of each execution (`undefined`: `HEXR_SANDBOX_RETRIES` at every call). */
+  readonly retries: number | undefined;
+  /** Seconds of waiting between attempts, in all, at most. */
+  readonly retryWaitMax: number;
+  /** First wait after a failed connection or a 503. */
+  readonly retryBackoff: number;
   /** Seconds added to `timeout` to wait for an execution's reply. */
   readonly timeoutMargin: number;
   /** Further seconds when `packages` is given. */
@@ -167,7 +190,13 @@ export class Client {
     this.connectTimeout = seconds("connectTimeout", o.connectTimeout, 10);
     this.healthTimeout = seconds("healthTimeout", o.healthTimeout, 2);
     this.#tls = { caFile: o.caFile, certFile: o.certFile, keyFile: o.keyFile };
-    this.#retry = retryPolicy(o.retry);
+    this.retries = o.retries === undefined ? undefined : checkRetries(o.retries);
+    this.retryWaitMax = seconds("retryWaitMax", o.retryWaitMax, DEFAULT_RETRY_WAIT_MAX);
+    this.retryBackoff = seconds("retryBackoff", o.retryBackoff, DEFAULT_RETRY_BACKOFF);
+    if (o.onRetry !== undefined && typeof o.onRetry !== "function") {
+      throw new TypeError("onRetry must be a function");
+    }
+    this.#onRetry = o.onRetry;
   }
 
   /** The address the next call will use (explicit, from the environment, or the default). */
@@ -206,6 +235,10 @@ export class Client {
    * @throws SandboxOverloadedError the service is at capacity; see `retryAfter`.
    * @throws SandboxUnavailableError the service cannot be reached or is draining.
    * @throws SandboxInternalError the service failed or replied unexpectedly.
+   *
+   * What is safe to retry (a connection that could not be made, 503, 429 with
+   * `Retry-After`) is retried first, within the client's bounds (`retries`,
+   * `retryWaitMax`); the error thrown then carries `attempts`.
    */
   async exec(code: string, options: ExecOptions = {}): Promise<ExecResult> {
     checkKeys("exec options", options, EXEC_OPTIONS);
@@ -302,10 +335,10 @@ export class Client {
    * caller's to read (whole, or as it comes).
    */
   async #withRetries(address: Address, spec: Omit<RequestSpec, "tls">): Promise<OpenResponse> {
-    const policy = this.#retry;
-    for (let n = 1; ; n++) {
+    const policy = new RetryPolicy(this.retries ?? retriesFromEnv(), this.retryWaitMax, this.retryBackoff);
+    let waited = 0;
+    for (let attempt = 0; ; attempt++) {
       let error: SandboxError;
-      let retryAfter: string | undefined;
       try {
         const reply = await open(address, { ...spec, tls: this.#tlsFiles() });
         if (reply.status === 200) return reply;
@@ -316,16 +349,16 @@ export class Client {
           reply.close();
         }
         error = errorFromResponse(address, { status: reply.status, reason: reply.reason, headers: reply.headers, body });
-        retryAfter = reply.headers["retry-after"];
       } catch (err) {
         if (!(err instanceof SandboxError)) throw err;
         error = err;
       }
-      error.attempts = n;
-      const delay = retryDelay(policy, error, n, retryAfter);
+      error.attempts = attempt + 1;
+      const delay = policy.nextWait(error, attempt, waited);
       if (delay === null) throw error;
-      policy.onRetry?.({ attempt: n, delay, error });
+      this.#onRetry?.({ attempt: attempt + 1, delay, error });
       await sleep(delay, spec.signal);
+      waited += delay;
     }
   }
 }

@@ -46,7 +46,14 @@ export {
 } from "./errors.js";
 export type { SandboxErrorInit, SandboxOverloadedErrorInit } from "./errors.js";
 export { ExecResult, type ExecResponse } from "./result.js";
-export { DEFAULT_RETRY, type RetryEvent, type RetryOptions } from "./retry.js";
+export {
+  DEFAULT_RETRIES,
+  DEFAULT_RETRY_BACKOFF,
+  DEFAULT_RETRY_WAIT_MAX,
+  MAX_RETRIES,
+  RETRIES_ENV,
+  type RetryEvent,
+} from "./retry.js";
 export { VERSION } from "./version.js";
 
 // The client of the module-level functions. Its url is unset, so it reads

@@ -1,27 +1,42 @@
 /**
- * Which failures are retried, and how long to wait before each retry.
+ * Bounded retries of what is safe to retry: the Python SDK's rules.
  *
- * Only what cannot have run the code twice is retried, and only a bounded number of
- * times:
- * - the connection was refused before any byte of the request was sent (nobody
- *   listens on the port or the unix socket: an instance restarting, or one a load
- *   balancer still routes to after it stopped);
- * - 503 from a service that is draining (`code` `draining`: it took nothing) or that
- *   sent `Retry-After`;
- * - 429 with `Retry-After`, after waiting that long, when it is at most
- *   `maxRetryAfter`.
+ * An execution is retried only when the service certainly did not run it:
+ * - the connection could not be made (refused, no route, connect timeout, TLS
+ *   handshake): the request was never sent (error code `connection_failed`);
+ * - HTTP 503: the service is draining (or a proxy in front has no instance to send it
+ *   to) and took no new execution;
+ * - HTTP 429 *with* `Retry-After`: the service (or the caller's quota) is at capacity
+ *   and said when to come back; the SDK waits that long.
  *
- * Everything else is thrown at once: a timeout or a connection lost after the request
- * was sent (the code may be running), 4xx, 500, TLS failures.
+ * Never retried: a connection lost or timed out after the request was sent (the code
+ * may be running), 429 without `Retry-After`, 502/504 from a proxy (the request may
+ * have reached an instance), and every other status.
+ *
+ * Bounds: at most `retries` further attempts (default 2, from `HEXR_SANDBOX_RETRIES`
+ * read at every call; 0 turns retries off; at most 10), and at most `retryWaitMax`
+ * seconds of waiting in all (default 10): a wait beyond what is left is not waited
+ * for, the error is thrown at once. Waits after a connection failure or a 503 start at
+ * `retryBackoff` (0.25 s) and double, with jitter (between half and all of it), so
+ * clients that lost the same instance do not come back together.
  *
  * @module
  */
 
-import { SandboxError } from "./errors.js";
-import { parseRetryAfter } from "./reply.js";
-import { wasNotSent } from "./transport.js";
+import { SandboxError, SandboxOverloadedError, SandboxUnavailableError } from "./errors.js";
 
-/** What {@link RetryOptions.onRetry} is told before each wait. */
+/** Environment variable with the number of retries, read at every call. */
+export const RETRIES_ENV = "HEXR_SANDBOX_RETRIES";
+/** Retries when neither `retries` nor `HEXR_SANDBOX_RETRIES` says. */
+export const DEFAULT_RETRIES = 2;
+/** The most retries a client may ask for. */
+export const MAX_RETRIES = 10;
+/** Seconds of waiting between attempts, in all, by default. */
+export const DEFAULT_RETRY_WAIT_MAX = 10;
+/** First wait after a failed connection or a 503, in seconds, by default. */
+export const DEFAULT_RETRY_BACKOFF = 0.25;
+
+/** What a client's `onRetry` is told before each wait. */
 export interface RetryEvent {
   /** The attempt that failed, from 1. */
   attempt: number;
@@ -31,101 +46,62 @@ export interface RetryEvent {
   error: SandboxError;
 }
 
-/** Retry settings of a {@link Client}. Durations are in seconds. */
-export interface RetryOptions {
-  /** Retries after the first attempt (default 3); 0 turns retrying off. */
-  retries?: number;
-  /**
-   * First wait after a refused connection or a draining service (default 0.25); it
-   * doubles at each retry, up to `maxBackoff`, with up to half of it taken off at
-   * random so that many clients do not come back at once.
-   */
-  backoff?: number;
-  /** Longest such wait (default 2). */
-  maxBackoff?: number;
-  /**
-   * Longest `Retry-After` the SDK waits for (default 10); a 429 or 503 asking for
-   * more is thrown at once, with its `retryAfter`, for the caller to decide.
-   */
-  maxRetryAfter?: number;
-  /** Called before each wait (for logging). */
-  onRetry?: (event: RetryEvent) => void;
-}
-
-/** The defaults of {@link RetryOptions}. */
-export const DEFAULT_RETRY = Object.freeze({
-  retries: 3,
-  backoff: 0.25,
-  maxBackoff: 2,
-  maxRetryAfter: 10,
-});
-
-/** {@link RetryOptions} with every default filled in (internal). */
-export interface RetryPolicy {
-  retries: number;
-  backoff: number;
-  maxBackoff: number;
-  maxRetryAfter: number;
-  onRetry: ((event: RetryEvent) => void) | undefined;
-}
-
-const KNOWN = new Set(["retries", "backoff", "maxBackoff", "maxRetryAfter", "onRetry"]);
-
-function nonNegative(name: string, value: unknown, fallback: number, integer = false): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || Number.isNaN(value) || value < 0 || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`retry.${name} must be a ${integer ? "non-negative integer" : "number >= 0"}`);
+/**
+ * `value` as a number of retries (an integer from 0 to {@link MAX_RETRIES}; a string as
+ * the environment gives it).
+ *
+ * @throws TypeError for anything else, naming `what`.
+ */
+export function checkRetries(value: unknown, what = "retries"): number {
+  let n = Number.NaN;
+  if (typeof value === "number") n = value;
+  else if (typeof value === "string" && /^[+-]?[0-9]+$/.test(value.trim())) n = Number(value.trim());
+  if (!Number.isInteger(n) || n < 0 || n > MAX_RETRIES) {
+    throw new TypeError(`${what} must be an integer from 0 to ${MAX_RETRIES}, not ${JSON.stringify(value)}`);
   }
-  return value;
+  return n === 0 ? 0 : n; // no -0
 }
 
-/** Fills in the defaults; `false` means no retries. @throws TypeError on a bad option. */
-export function retryPolicy(options: RetryOptions | false | undefined): RetryPolicy {
-  if (options === false) return { ...DEFAULT_RETRY, retries: 0, onRetry: undefined };
-  const o = options ?? {};
-  if (typeof o !== "object" || o === null) throw new TypeError("retry must be an object or false");
-  for (const key of Object.keys(o)) {
-    if (!KNOWN.has(key)) throw new TypeError(`retry: unknown option ${JSON.stringify(key)}`);
-  }
-  if (o.onRetry !== undefined && typeof o.onRetry !== "function") {
-    throw new TypeError("retry.onRetry must be a function");
-  }
-  return {
-    retries: nonNegative("retries", o.retries, DEFAULT_RETRY.retries, true),
-    backoff: nonNegative("backoff", o.backoff, DEFAULT_RETRY.backoff),
-    maxBackoff: nonNegative("maxBackoff", o.maxBackoff, DEFAULT_RETRY.maxBackoff),
-    maxRetryAfter: nonNegative("maxRetryAfter", o.maxRetryAfter, DEFAULT_RETRY.maxRetryAfter),
-    onRetry: o.onRetry,
-  };
-}
-
-/** The back-off before retry number `n` (from 1): doubling, capped, jittered. */
-export function backoffDelay(policy: RetryPolicy, n: number, random: () => number = Math.random): number {
-  const full = Math.min(policy.maxBackoff, policy.backoff * 2 ** (n - 1));
-  return full * (0.5 + 0.5 * random());
+/** `HEXR_SANDBOX_RETRIES` (read at every call), or the default 2. */
+export function retriesFromEnv(): number {
+  const text = process.env[RETRIES_ENV];
+  if (text === undefined || text.trim() === "") return DEFAULT_RETRIES;
+  return checkRetries(text, RETRIES_ENV);
 }
 
 /**
- * Seconds to wait before retrying after `error` (attempt number `attempt` failed),
- * or `null` when it must not be retried. `retryAfterHeader` is the reply's
- * `Retry-After`, when there was a reply.
+ * Seconds to wait before trying again after `error` (`attempt` 0 was the first try),
+ * or `null` when it must not be retried.
  */
-export function retryDelay(
-  policy: RetryPolicy,
+export function delayFor(
   error: SandboxError,
   attempt: number,
-  retryAfterHeader: string | undefined,
+  backoff: number,
+  random: () => number = Math.random,
 ): number | null {
-  if (attempt > policy.retries) return null;
-  if (wasNotSent(error)) return backoffDelay(policy, attempt);
-  const retryAfter = parseRetryAfter(retryAfterHeader);
-  if (error.status === 429) {
-    if (retryAfter === null || retryAfter > policy.maxRetryAfter) return null;
-    return retryAfter;
-  }
-  if (error.status === 503) {
-    if (retryAfter !== null) return retryAfter > policy.maxRetryAfter ? null : retryAfter;
-    if (error.code === "draining") return backoffDelay(policy, attempt);
+  if (error instanceof SandboxOverloadedError) return error.retryAfter; // null: not retried
+  if (error instanceof SandboxUnavailableError && (error.code === "connection_failed" || error.status === 503)) {
+    return backoff * 2 ** attempt * (0.5 + random() / 2);
   }
   return null;
+}
+
+/** The retry bounds of one call (internal). */
+export class RetryPolicy {
+  constructor(
+    readonly retries: number,
+    readonly waitMax: number,
+    readonly backoff: number,
+  ) {}
+
+  /**
+   * The wait before the next attempt after `error` (`attempt` from 0, `waited` seconds
+   * so far), or `null` to throw it.
+   */
+  nextWait(error: SandboxError, attempt: number, waited: number): number | null {
+    if (attempt >= this.retries) return null;
+    const delay = delayFor(error, attempt, this.backoff);
+    if (delay === null || waited + delay > this.waitMax) return null;
+    return delay;
+  }
 }

@@ -5,9 +5,8 @@
  *
  * {@link open} resolves once the status line and headers are in and hands the body
  * over as a stream, so a caller can read a reply as it comes; {@link send} reads it
- * whole. Every failure becomes a {@link SandboxError} subclass; a failure that
- * happened before any byte of the request left (the connection was refused) is marked
- * so that the retry policy can tell it apart ({@link wasNotSent}).
+ * whole. Every failure becomes a {@link SandboxError} subclass; `connection_failed`
+ * means that no byte of the request left (the retry policy relies on it).
  *
  * @module
  */
@@ -73,14 +72,6 @@ export interface Response {
   body: Buffer;
 }
 
-// Errors thrown before any byte of the request was sent: retrying them is safe.
-const notSent = new WeakSet<object>();
-
-/** True when `err` was thrown before the request left (connection refused). */
-export function wasNotSent(err: unknown): boolean {
-  return typeof err === "object" && err !== null && notSent.has(err);
-}
-
 // A unix socket whose listen queue is full refuses a connect with EAGAIN at once
 // (nothing to wait on): retry with a short back-off until the connect timeout, as the
 // Python SDK does.
@@ -93,11 +84,6 @@ const UNIX_RETRY_MAX = 0.1;
 // its write fail (EPIPE) instead of the answer.
 const EXPECT_THRESHOLD = 64 * 1024;
 const EXPECT_WAIT = 1;
-
-// What "the service is not there" looks like before the request was sent: nobody
-// listens on the port, or on the socket path (which may not even exist, between a
-// service's stop and the next one's start).
-const REFUSED = new Set(["ECONNREFUSED", "ENOENT"]);
 
 function describe(err: unknown): string {
   if (err instanceof Error) return err.message || err.name;
@@ -186,8 +172,8 @@ export function sleep(seconds: number, signal?: AbortSignal): Promise<void> {
 /**
  * Sends one request and resolves once the reply's headers are in.
  *
- * @throws SandboxUnavailableError cannot connect (marked {@link wasNotSent} when
- *   refused), no reply in time, or the connection closed before a status line.
+ * @throws SandboxUnavailableError cannot connect (`connection_failed`: nothing was
+ *   sent), no reply in time, or the connection closed before a status line.
  * @throws SandboxInternalError the reply is not well-formed HTTP.
  * @throws the signal's reason when `spec.signal` aborts.
  */
@@ -326,9 +312,7 @@ function attempt(address: Address, spec: RequestSpec, tls: https.RequestOptions)
           reject(new QueueFull(describe(err), { cause: err }));
           return;
         }
-        const e = unavailable(address, describe(err), "connection_failed", err);
-        if (errno !== undefined && REFUSED.has(errno)) notSent.add(e);
-        fail(e);
+        fail(unavailable(address, describe(err), "connection_failed", err));
         return;
       }
       if (errno?.startsWith("HPE_")) {

@@ -16,12 +16,15 @@ import {
   DEFAULT_URL,
   ExecResult,
   parseUrl,
+  RETRIES_ENV,
   SandboxInternalError,
+  SandboxOverloadedError,
   SandboxRequestError,
   SandboxUnavailableError,
   URL_ENV,
 } from "../src/index.js";
 import { parseRetryAfter } from "../src/reply.js";
+import { checkRetries, delayFor, RetryPolicy } from "../src/retry.js";
 import { freePort, type Service, startService } from "./service.js";
 
 let tcp: Service;
@@ -128,7 +131,7 @@ describe("results", () => {
   });
 
   test("twenty concurrent calls", async () => {
-    const client = new Client({ url: tcp.url, retry: { retries: 50, maxRetryAfter: 60 } });
+    const client = new Client({ url: tcp.url });
     const code = "import os\nn = int(os.environ['N'])\nprint(n, n * n)\n";
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) => client.exec(code, { envVars: { N: String(i) } })),
@@ -183,7 +186,9 @@ describe("rejected requests", () => {
     );
     await assert.rejects(client.exec(42 as never), /code must be a string, not number/);
     assert.throws(() => new Client({ urll: "x" } as never), /unknown option "urll"/);
-    assert.throws(() => new Client({ retry: { retry: 3 } } as never), /retry: unknown option "retry"/);
+    assert.throws(() => new Client({ retry: 3 } as never), /unknown option "retry"/);
+    assert.throws(() => new Client({ retries: 11 }), /retries must be an integer from 0 to 10, not 11/);
+    assert.throws(() => new Client({ retries: 1.5 }), /retries must be an integer/);
   });
 });
 
@@ -218,6 +223,35 @@ describe("addresses", () => {
       assert.equal(await hexr.isEnabled(), false);
     } finally {
       process.env[URL_ENV] = saved;
+    }
+  });
+
+  test("HEXR_SANDBOX_RETRIES is read at every call; an explicit retries wins", async () => {
+    const saved = process.env[RETRIES_ENV];
+    const url = `http://127.0.0.1:${await freePort()}`; // refused: retried
+    const attempts = async (client: Client) => {
+      const err = await client.exec("print(1)").then(() => null, (e: unknown) => e);
+      assert.ok(err instanceof SandboxUnavailableError && err.code === "connection_failed", String(err));
+      return err.attempts;
+    };
+    try {
+      delete process.env[RETRIES_ENV];
+      const client = new Client({ url, retryBackoff: 0.001 });
+      assert.equal(await attempts(client), 3);
+      process.env[RETRIES_ENV] = "0";
+      assert.equal(await attempts(client), 1);
+      process.env[RETRIES_ENV] = " 4 ";
+      assert.equal(await attempts(client), 5);
+      assert.equal(await attempts(new Client({ url, retryBackoff: 0.001, retries: 1 })), 2);
+      // Waits are bounded in all: the first is 0.05 to 0.1 s, the second 0.1 to 0.2 s.
+      assert.equal(await attempts(new Client({ url, retryBackoff: 0.1, retryWaitMax: 0.14 })), 2);
+      for (const bad of ["11", "-1", "2.5", "two"]) {
+        process.env[RETRIES_ENV] = bad;
+        await assert.rejects(client.exec("print(1)"), new RegExp(`HEXR_SANDBOX_RETRIES must be an integer from 0 to 10, not "${bad}"`));
+      }
+    } finally {
+      if (saved === undefined) delete process.env[RETRIES_ENV];
+      else process.env[RETRIES_ENV] = saved;
     }
   });
 
@@ -303,6 +337,30 @@ describe("decoding", () => {
     const now = Date.parse("Tue, 01 Dec 2026 10:00:00 GMT");
     assert.equal(parseRetryAfter("Tue, 01 Dec 2026 10:00:30 GMT", now), 30);
     assert.equal(parseRetryAfter("Tue, 01 Dec 2026 09:00:00 GMT", now), 0);
+  });
+
+  test("which errors are retried, and how long the waits are", () => {
+    const refused = new SandboxUnavailableError("x", { code: "connection_failed" });
+    const draining = new SandboxUnavailableError("x", { status: 503, code: "draining" });
+    const proxy = new SandboxUnavailableError("x", { status: 502, code: "http_502" });
+    const lost = new SandboxUnavailableError("x", { code: "connection_closed" });
+    const late = new SandboxUnavailableError("x", { code: "timeout" });
+    const busy = new SandboxOverloadedError("x", { code: "overloaded", retryAfter: 3 });
+    const busyNoHint = new SandboxOverloadedError("x", { code: "overloaded" });
+    const failed = new SandboxInternalError("x", { status: 500, code: "sandbox_setup_failed" });
+    const rejected = new SandboxRequestError("x", { status: 400, code: "invalid_request" });
+    assert.equal(delayFor(refused, 0, 0.25, () => 0), 0.125);
+    assert.equal(delayFor(refused, 2, 0.25, () => 1), 1);
+    assert.equal(delayFor(draining, 1, 0.25, () => 0.5), 0.375);
+    assert.equal(delayFor(busy, 0, 0.25), 3);
+    for (const e of [proxy, lost, late, busyNoHint, failed, rejected]) assert.equal(delayFor(e, 0, 0.25), null, e.code!);
+    const policy = new RetryPolicy(2, 10, 0.25);
+    assert.equal(policy.nextWait(busy, 0, 0), 3);
+    assert.equal(policy.nextWait(busy, 1, 7), 3);
+    assert.equal(policy.nextWait(busy, 1, 7.5), null); // past the total wait
+    assert.equal(policy.nextWait(busy, 2, 0), null); // past the count
+    assert.equal(checkRetries("+3"), 3);
+    assert.throws(() => checkRetries(true), TypeError);
   });
 
   test("ExecResult.fromResponse fills neutral defaults and refuses wrong types", () => {

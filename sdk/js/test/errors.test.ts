@@ -86,7 +86,7 @@ describe("errors from a real service", { concurrency: true }, () => {
 
   test("429: over capacity is a SandboxOverloadedError with retryAfter", async () => {
     await withService({ MAX_CONCURRENT: "1", MAX_QUEUE: "0" }, async (svc) => {
-      const client = new Client({ url: svc.url, retry: false });
+      const client = new Client({ url: svc.url, retries: 0 });
       const holder = client.exec("sleep 3; echo held", { language: "bash" });
       await waitFor(async () => (await gauge(svc.url, "hexr_sandbox_active_executions")) === 1, 30, "the slot to be taken");
       await assert.rejects(client.exec("echo never", { language: "bash" }), expectError(SandboxOverloadedError, (err) => {
@@ -119,7 +119,7 @@ describe("errors from a real service", { concurrency: true }, () => {
   test("503: a draining service is a SandboxUnavailableError (code draining)", async () => {
     const svc = await startService({ env: { DRAIN_TIMEOUT: "60s" } });
     try {
-      const client = new Client({ url: svc.url, retry: false });
+      const client = new Client({ url: svc.url, retries: 0 });
       const running = client.exec("sleep 3; echo finished", { language: "bash" });
       await waitFor(async () => (await gauge(svc.url, "hexr_sandbox_active_executions")) === 1, 30, "the execution to start");
       svc.signal("SIGTERM");
@@ -141,7 +141,7 @@ describe("errors from a real service", { concurrency: true }, () => {
   test("an unreachable service is a SandboxUnavailableError, after the bounded retries", async () => {
     const url = `http://127.0.0.1:${await freePort()}`;
     const retries: number[] = [];
-    const client = new Client({ url, retry: { retries: 2, backoff: 0.01, onRetry: (e) => retries.push(e.attempt) } });
+    const client = new Client({ url, retryBackoff: 0.01, onRetry: (e) => retries.push(e.attempt) });
     await assert.rejects(client.exec("print(1)"), expectError(SandboxUnavailableError, (err) => {
       assert.equal(err.status, null);
       assert.equal(err.code, "connection_failed");
@@ -152,7 +152,7 @@ describe("errors from a real service", { concurrency: true }, () => {
     assert.equal(await client.isEnabled(), false);
     const sockdir = mkdtempSync(join(tmpdir(), "hxs-js-none-"));
     try {
-      const absent = new Client({ url: `unix:${sockdir}/absent.sock`, retry: false });
+      const absent = new Client({ url: `unix:${sockdir}/absent.sock`, retries: 0 });
       await assert.rejects(absent.exec("print(1)"), expectError(SandboxUnavailableError, (err) => {
         assert.equal(err.code, "connection_failed");
         assert.match(err.message, /ENOENT/);

@@ -86,7 +86,7 @@ test("npm pack: the built JS and .d.ts, and nothing surprising; installable and 
     const options: ExecOptions = { language: "bash", timeout: 5, envVars: { A: "1" } };
     export async function run(): Promise<number> {
       const r: ExecResult = await exec("echo $A", options);
-      const c = new Client({ url: "unix:/run/x.sock", retry: { retries: 1 } });
+      const c = new Client({ url: "unix:/run/x.sock", retries: 1, retryWaitMax: 5 });
       try { await c.exec("print(1)"); } catch (e) { if (e instanceof SandboxOverloadedError) return e.retryAfter ?? 0; }
       // @ts-expect-error: unknown option names are type errors too
       await exec("x", { memory_mb: 1 });

@@ -12,8 +12,8 @@ for tool in node npm flock; do
                 exit 1
         fi
 done
-# The tests choose their addresses and certificates themselves.
-unset HEXR_SANDBOX_URL HEXR_SANDBOX_CA_FILE HEXR_SANDBOX_CERT_FILE HEXR_SANDBOX_KEY_FILE
+# The tests choose their addresses, certificates and retries themselves.
+unset HEXR_SANDBOX_URL HEXR_SANDBOX_CA_FILE HEXR_SANDBOX_CERT_FILE HEXR_SANDBOX_KEY_FILE HEXR_SANDBOX_RETRIES
 
 # One run at a time in this directory (node_modules, build-test and dist are shared).
 exec 9>.test.lock

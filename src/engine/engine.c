@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/dircheck.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -71,8 +73,21 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
+        /* what the engine keeps there (the templates' module, the roots' mount point)
+         * must be changeable by root only; from now on its resolved path is used */
+        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST) {
+                int r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
+                                       e->cfg.state_dir, strerror(errno));
+                free(e);
+                return r;
+        }
+        int r = dir_check_private(cfg->state_dir, "STATE_DIR", e->cfg.state_dir, sizeof(e->cfg.state_dir), err);
+        if (r < 0) {
+                free(e);
+                return r;
+        }
         pick_backend(e);
-        int r = e->ops->init(e, err);
+        r = e->ops->init(e, err);
         if (r < 0) {
                 e->ops->fini(e);
                 free(e);

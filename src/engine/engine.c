@@ -180,7 +180,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         x->req = req;
         x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
         x->pkg.lock_fd = -1;
-        x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = -1;
+        x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = x->commit_timer_fd = -1;
         capbuf_init(&x->fetch_log, 64 << 10);
         capbuf_init(&x->out, e->cfg.max_output_bytes);
         capbuf_init(&x->err, e->cfg.max_output_bytes);
@@ -228,7 +228,7 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                 /* not all in the image: a cached set, or an install step first */
                 hxs_error_clear(err);
                 r = pkg_prepare(e, x, err);
-                if (r == 0 && (x->installer || x->fetching)) {
+                if (r == 0 && pkg_busy(x)) {
                         *ret = x;
                         return 0;
                 }
@@ -250,7 +250,7 @@ int hxs_exec_process(hxs_exec *x)
 {
         if (x->done)
                 return 0;
-        if (x->installer || x->fetching)
+        if (pkg_busy(x))
                 return pkg_install_step(x);
         return x->engine->ops->process(x);
 }
@@ -268,10 +268,8 @@ void hxs_exec_kill(hxs_exec *x)
         if (x->done)
                 return;
         x->killed = true;
-        if (x->installer)
-                hxs_exec_kill(x->installer);
-        else if (x->fetching)
-                pkg_fetch_kill(x);
+        if (pkg_busy(x))
+                pkg_kill(x);
         else
                 x->engine->ops->kill(x);
 }

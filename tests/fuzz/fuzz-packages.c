@@ -78,13 +78,20 @@ static void check_normalize(const char *s)
         CHECK(strncmp(out, small, strlen(small)) == 0);
 }
 
-static int check_req(const hxs_pkg_index *idx, const char *requirement)
+/* A python request for one requirement, not validated. */
+static hxs_request *request_of(const char *requirement)
 {
         hxs_request *req = hxs_request_new();
-        hxs_error err;
         CHECK(req != NULL);
         CHECK(hxs_request_set_code(req, "", 0) == 0);
         CHECK(hxs_request_add_package(req, requirement) == 0);
+        return req;
+}
+
+static int check_req(const hxs_pkg_index *idx, const char *requirement)
+{
+        hxs_request *req = request_of(requirement);
+        hxs_error err;
         memset(&err, 0, sizeof(err));
         int r = hxs_pkg_check(idx, req, &err);
         if (r < 0) {
@@ -111,11 +118,8 @@ static void check_canonical(const hxs_pkg_index *idx, const char *requirement)
         /* the same answer as request validation gives */
         hxs_config cfg;
         hxs_config_defaults(&cfg);
-        hxs_request *req = hxs_request_new();
+        hxs_request *req = request_of(requirement);
         hxs_error err;
-        CHECK(req != NULL);
-        CHECK(hxs_request_set_code(req, "", 0) == 0);
-        CHECK(hxs_request_add_package(req, requirement) == 0);
         memset(&err, 0, sizeof(err));
         int v = hxs_request_validate(req, &cfg, &err);
         CHECK((v == 0) == (r == 0));

@@ -99,7 +99,7 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 free(e);
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         }
-        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, err);
+        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, e->kind == HXS_BACKEND_NAMESPACES, err);
         if (r < 0) {
                 pkgcache_fini(&e->pkgcache);
                 hxs_pkg_index_free(&e->pkgs);

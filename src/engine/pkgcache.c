@@ -472,7 +472,7 @@ int pkgcache_check_wheelhouse(const hxs_config *cfg, hxs_error *err)
         return 0;
 }
 
-int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, hxs_error *err)
+int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, bool installs, hxs_error *err)
 {
         memset(c, 0, sizeof(*c));
         c->dirfd = c->sets_fd = c->meta_fd = c->req_fd = c->tmp_fd = c->work_fd = c->trash_fd = -1;
@@ -485,7 +485,7 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
         c->limit_bytes = (uint64_t)cfg->packages_cache_mb << 20;
         c->limit_inodes = cfg->packages_cache_inodes;
         c->owner_uid = cfg->uid_base + NS_SANDBOX_UID;
-        int r = pkgcache_check_wheelhouse(cfg, err);
+        int r = installs ? pkgcache_check_wheelhouse(cfg, err) : 0;
         if (r < 0)
                 return r;
 

@@ -94,7 +94,9 @@ typedef struct pkg_use {
 
 #define PKG_USE_INIT { .lock_fd = -1 }
 
-int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, hxs_error *err);
+/* installs: this engine's backend runs the install step (namespaces); only then must
+ * the wheelhouse be readable by the installer's users. */
+int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, bool installs, hxs_error *err);
 /* Stops the workers and removes this engine's tmp/<engine>/. */
 void pkgcache_fini(pkgcache *c);
 

@@ -33,7 +33,8 @@ before(async () => {
   pki = new Pki();
   pki.ca("ca");
   pki.ca("other");
-  pki.leaf("server", "ca", { ips: ["127.0.0.1"] }, "serverAuth");
+  // the service's own SVID: its trust domain is the one of the CA, which names none
+  pki.leaf("server", "ca", { uris: ["spiffe://example.org/sandbox"], ips: ["127.0.0.1"] }, "serverAuth");
   pki.leaf("alice", "ca", { uris: [ALICE] }, "clientAuth");
   svc = await startService({
     env: {

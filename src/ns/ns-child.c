@@ -150,7 +150,7 @@ static void tmpfs_or_die(const char *dst, const char *opts, unsigned long flags)
 
 /* Host /etc entries the runtimes need, shown read-only. Absent ones are skipped. */
 static const char *const etc_binds[] = {
-        "ld.so.cache", "ssl", "alternatives", "python3", "python3.11", "localtime",
+        "ld.so.cache", "ssl", "alternatives", "python3", "python3.11", "localtime", "matplotlibrc", "fonts",
 };
 
 static const char etc_passwd[] =

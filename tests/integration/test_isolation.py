@@ -710,7 +710,8 @@ def test_host_environment_does_not_leak(lang: str) -> None:
     for k, v in given.items():
         assert env.get(k) == v, "env_vars %s=%r missing inside: %s" % (k, v, env)
     assert env.get("HOME") == "/home/sandbox", env
-    expected = {"PATH", "HOME", "LANG"} | set(given)
+    assert env.get("MPLBACKEND") == "Agg", env  # matplotlib without a display
+    expected = {"PATH", "HOME", "LANG", "MPLBACKEND"} | set(given)
     unexpected = set(env) - expected - extra_ok
     assert not unexpected, "variables inside the sandbox that nobody asked for: %s" % {
         k: env[k] for k in unexpected}

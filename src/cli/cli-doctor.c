@@ -20,13 +20,13 @@ int hxs_cli_doctor(int argc, char **argv)
                 fprintf(stderr, "hexr-sandbox: %s\n", err.message);
                 return 2;
         }
-        hxs_probe_item items[32];
+        hxs_probe_item items[64];
         hxs_backend_kind backend;
         bool runnable;
-        size_t n = hxs_probe_host(&cfg, items, 32, &backend, &runnable);
+        size_t n = hxs_probe_host(&cfg, items, sizeof(items) / sizeof(items[0]), &backend, &runnable);
         static const char *const marks[] = { "ok", "MISSING", "-" };
         for (size_t i = 0; i < n; i++)
-                printf("%-8s %-16s %s\n", marks[items[i].status], items[i].name, items[i].detail);
+                printf("%-8s %-22s %s\n", marks[items[i].status], items[i].name, items[i].detail);
 
         printf("\nbackend: %s (SANDBOX_BACKEND=%s)\n", hxs_backend_name(backend), hxs_backend_name(cfg.backend));
         if (!runnable) {

@@ -17,7 +17,8 @@ libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libgnutls28-dev libcm
 python3-dev python3-pytest python3-yaml python3-packaging
 $RUNTIMES
 iproute2 procps prometheus openssl clang libclang-rt-dev
-qemu-system-x86 e2fsprogs lz4 binutils $*"
+qemu-system-x86 e2fsprogs lz4 binutils
+buildah podman runc tini mount haproxy python3-kubernetes systemd $*"
 
 missing=""
 for p in $PACKAGES; do

@@ -18,21 +18,15 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402
 import vmharness as h  # noqa: E402
 
 IMAGE = os.environ.get("HXS_VM_IMAGE", "")
-MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "runtimes.txt")
 
 
 def runtime_modules():
     """The import names of scripts/runtimes.txt: what the image must let a program import."""
-    mods = []
-    with open(MANIFEST) as f:
-        for line in f:
-            words = line.split("#", 1)[0].split()
-            if len(words) == 4:
-                mods.append(words[3])
-    return mods
+    return [r[3] for r in manifest.rows() if r[3]]
 
 
 @pytest.fixture

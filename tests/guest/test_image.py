@@ -10,24 +10,16 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402
 
 BIN = os.environ.get("HEXR_SANDBOX_BIN", "")
 IMAGE = os.environ.get("HXS_VM_IMAGE", "")
 OUTPUTS = ("vmlinux", "vmlinuz", "initramfs.img", "rootfs.ext4")
-MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "runtimes.txt")
-
-
-def runtime_rows():
-    """(language, Debian package, distribution or None) of scripts/runtimes.txt."""
-    rows = []
-    with open(MANIFEST) as f:
-        for line in f:
-            words = line.split("#", 1)[0].split()
-            if words:
-                rows.append((words[0], words[1], words[2] if len(words) == 4 else None))
-    return rows
 
 
 def normalize(name):
@@ -58,9 +50,9 @@ def cli(*args):
 def test_manifest_describes_the_outputs(image):
     m = json.load(open(os.path.join(image, "manifest.json")))
     assert m["kernel"]["package"].startswith("linux-image-") and m["kernel"]["package"].endswith("-cloud-amd64")
-    rows = runtime_rows()
+    rows = manifest.rows()
     assert {"python3-matplotlib", "python3-seaborn", "python3-sklearn", "fonts-dejavu-core"} <= {r[1] for r in rows}
-    for lang, p, dist in rows:
+    for lang, p, dist, _ in rows:
         # every language's package is in the image (certificates and time zones when the host has them)
         assert p in m["packages"] or lang == "any", p
         # ... and each Python distribution in its dist-packages, as GET /api/v1/runtimes reports it

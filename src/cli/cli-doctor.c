@@ -41,10 +41,10 @@ int hxs_cli_doctor(int argc, char **argv)
         char why[80], missing[2048];
         if (hxs_in_container(why, sizeof(why))) {
                 if (hxs_hostcheck(&cfg, missing, sizeof(missing)) > 0) {
-                        printf("%-8s %-16s %s: %s\n", marks[1], "container", why, missing);
+                        printf("%-8s %-22s %s: %s\n", marks[1], "container", why, missing);
                         runnable = false;
                 } else {
-                        printf("%-8s %-16s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
+                        printf("%-8s %-22s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
                                marks[0], "container", why);
                 }
         }

@@ -37,6 +37,7 @@
 
 #include "core/fileio.h"
 #include "core/macro.h"
+#include "ns/ns-etc.h"
 #include "ns/ns.h"
 
 static int report_fd = -1;
@@ -151,6 +152,14 @@ static void tmpfs_or_die(const char *dst, const char *opts, unsigned long flags)
 /* Host /etc entries the runtimes need, shown read-only. Absent ones are skipped. */
 static const char *const etc_binds[] = {
         "ld.so.cache", "ssl", "alternatives", "python3", "python3.11", "localtime",
+        "services", "protocols",
+};
+/* ... and what a host without them (no netbase) gets instead: getservbyname and
+ * getaddrinfo("localhost", "http") must work everywhere */
+static const struct {
+        const char *name, *text;
+} etc_fallbacks[] = {
+        { "services", ns_etc_services }, { "protocols", ns_etc_protocols },
 };
 
 static const char etc_passwd[] =
@@ -159,7 +168,8 @@ static const char etc_passwd[] =
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 static const char etc_group[] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 static const char etc_hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n";
+static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+                                   "services: files\nprotocols: files\nnetworks: files\n";
 
 static void build_etc(const char *root)
 {
@@ -185,9 +195,13 @@ static void build_etc(const char *root)
         for (size_t i = 0; i < ARRAY_SIZE(etc_binds); i++) {
                 struct stat st;
                 snprintf(src, sizeof(src), "/etc/%s", etc_binds[i]);
-                if (lstat(src, &st) < 0)
-                        continue;
                 snprintf(p, sizeof(p), "%s/etc/%s", root, etc_binds[i]);
+                if (lstat(src, &st) < 0) {
+                        for (size_t j = 0; j < ARRAY_SIZE(etc_fallbacks); j++)
+                                if (strcmp(etc_binds[i], etc_fallbacks[j].name) == 0)
+                                        write_str(p, etc_fallbacks[j].text);
+                        continue;
+                }
                 if (S_ISLNK(st.st_mode)) {
                         char target[256];
                         ssize_t n = readlink(src, target, sizeof(target) - 1);

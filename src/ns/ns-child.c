@@ -253,6 +253,47 @@ static void build_dev(const char *root)
                 die("making /dev read-only");
 }
 
+/* /tmp, /var/tmp and /run/lock: private and writable, and one tmpfs for the three, so
+ * that together they stay within SANDBOX_TMPFS_MB (and its pages count against the
+ * memory cgroup, as every tmpfs's do). The tmpfs is mounted on the mount point first,
+ * under the root's own tmpfs: its directories are reached only through the descriptors
+ * kept here, bound to their places (bind_scratch), and the tmpfs's own mount leaves
+ * with the host's tree at pivot_root, in the one detach that costs a grace period. */
+static const char *const scratch_dirs[] = { "tmp", "var/tmp", "run/lock" };
+
+static void stage_scratch(const char *mountpoint, const hxs_config *cfg, int ret_fds[3])
+{
+        char p[600], opts[128];
+        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0755", cfg->tmpfs_mb,
+                 cfg->tmpfs_mb * 256 + 1024);
+        tmpfs_or_die(mountpoint, opts, MS_NOSUID | MS_NODEV);
+        snprintf(p, sizeof(p), "%s/var", mountpoint);
+        mkdir_or_die(p, 0755);
+        snprintf(p, sizeof(p), "%s/run", mountpoint);
+        mkdir_or_die(p, 0755);
+        _Static_assert(ARRAY_SIZE(scratch_dirs) == 3, "three scratch directories");
+        for (size_t i = 0; i < ARRAY_SIZE(scratch_dirs); i++) {
+                snprintf(p, sizeof(p), "%s/%s", mountpoint, scratch_dirs[i]);
+                mkdir_or_die(p, 01777);
+                if (chmod(p, 01777) < 0) /* mkdir's mode went through the umask */
+                        die("chmod %s", p);
+                if ((ret_fds[i] = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                        die("opening %s", p);
+        }
+}
+
+static void bind_scratch(const char *root, int fds[3])
+{
+        for (size_t i = 0; i < ARRAY_SIZE(scratch_dirs); i++) {
+                char src[64], dst[600];
+                snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
+                snprintf(dst, sizeof(dst), "%s/%s", root, scratch_dirs[i]);
+                if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                        die("bind-mounting /%s", scratch_dirs[i]);
+                close_fd(&fds[i]);
+        }
+}
+
 static void build_root(const ns_child_args *a, const payload_view *pl)
 {
         const char *root = a->mountpoint;
@@ -262,15 +303,21 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("making mounts private");
+        int scratch[3];
+        stage_scratch(root, cfg, scratch);
         snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
                  (pl->code_len >> 10) + 1024);
         tmpfs_or_die(root, opts, MS_NOSUID | MS_NODEV);
 
-        static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code" };
+        static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code",
+                                            "var", "var/tmp", "run", "run/lock" };
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                 snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
                 mkdir_or_die(p, 0755);
         }
+        snprintf(p, sizeof(p), "%s/var/lock", root);
+        if (symlink("../run/lock", p) < 0)
+                die("symlink %s", p);
         static const char *const usr_links[][2] = {
                 { "usr/bin", "bin" }, { "usr/sbin", "sbin" }, { "usr/lib", "lib" },
                 { "usr/lib64", "lib64" }, { "usr/lib32", "lib32" }, { "usr/libx32", "libx32" },
@@ -297,10 +344,7 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         build_dev(root);
 
         /* writable scratch, capped; pages count against the sandbox's memory cgroup */
-        snprintf(p, sizeof(p), "%s/tmp", root);
-        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=1777", cfg->tmpfs_mb,
-                 cfg->tmpfs_mb * 256 + 1024);
-        tmpfs_or_die(p, opts, MS_NOSUID | MS_NODEV);
+        bind_scratch(root, scratch);
         snprintf(p, sizeof(p), "%s/home/sandbox", root);
         snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0700,uid=%d,gid=%d", cfg->tmpfs_mb,
                  cfg->tmpfs_mb * 256 + 1024, NS_SANDBOX_UID, NS_SANDBOX_UID);

@@ -222,8 +222,13 @@ static void build_etc(const char *root)
 
 static void build_dev(const char *root)
 {
-        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
+        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
         char p[600], src[64];
+        /* /dev/tty opens the caller's controlling terminal: a sandbox started from a
+         * shell (the CLI) would otherwise share that shell's session and terminal.
+         * Leave it: the sandbox has no controlling terminal but one of its own ptys. */
+        if (setsid() < 0)
+                die("leaving the caller's session");
         snprintf(p, sizeof(p), "%s/dev", root);
         mkdir_or_die(p, 0755);
         tmpfs_or_die(p, "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC);
@@ -239,12 +244,23 @@ static void build_dev(const char *root)
         static const char *const links[][2] = {
                 { "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" },
                 { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+                { "pts/ptmx", "ptmx" },
         };
         for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
                 snprintf(p, sizeof(p), "%s/dev/%s", root, links[i][1]);
                 if (symlink(links[i][0], p) < 0)
                         die("symlink %s", p);
         }
+        /* pseudo-terminals: a devpts instance of the sandbox's own (it sees no other
+         * terminal), with few of them: the kernel's budget of ptys outside the host's
+         * own instance (kernel.pty.max - kernel.pty.reserve) is shared by every
+         * sandbox and container */
+        char opts[96];
+        snprintf(p, sizeof(p), "%s/dev/pts", root);
+        mkdir_or_die(p, 0755);
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,max=%d", NS_PTYS_MAX);
+        if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+                die("mounting /dev/pts");
         snprintf(p, sizeof(p), "%s/dev/shm", root);
         mkdir_or_die(p, 01777);
         tmpfs_or_die(p, "size=16m,nr_inodes=1024,mode=1777", MS_NOSUID | MS_NODEV);

@@ -20,6 +20,7 @@
                         CLONE_NEWIPC | CLONE_NEWUTS)
 #define NS_SANDBOX_HOME "/home/sandbox"
 #define NS_PACKAGES_DIR "/opt/packages" /* an installed package set, on PYTHONPATH */
+#define NS_PTYS_MAX 16          /* pseudo-terminals one sandbox may hold at once */
 
 /* Messages on the report pipe (child -> supervisor). */
 #define NS_REPORT_ERROR  'E'    /* followed by text: set-up failed */

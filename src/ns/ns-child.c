@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@
 #include "core/fileio.h"
 #include "core/macro.h"
 #include "ns/ns-etc.h"
+#include "ns/ns-proc.h"
 #include "ns/ns.h"
 
 static int report_fd = -1;
@@ -310,11 +312,25 @@ static void bind_scratch(const char *root, int fds[3])
         }
 }
 
+/* What the synthesized /proc and /sys report: the sandbox's CPU share and memory limit. */
+static ns_machine machine_of(const ns_child_args *a)
+{
+        ns_machine m = { .ncpus = ns_machine_cpus(a->cfg->cpus_milli) };
+        struct sysinfo si;
+        uint64_t host_kb = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit / 1024 : 0;
+        m.memory_kb = (uint64_t)a->memory_mb * 1024;
+        if (m.memory_kb == 0 || (host_kb > 0 && m.memory_kb > host_kb))
+                m.memory_kb = host_kb;
+        return m;
+}
+
 static void build_root(const ns_child_args *a, const payload_view *pl)
 {
         const char *root = a->mountpoint;
         const hxs_config *cfg = a->cfg;
-        char p[600], opts[128];
+        const ns_machine mach = machine_of(a);
+        char p[600], opts[128], why[300];
+        int r;
 
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -322,7 +338,7 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         int scratch[3];
         stage_scratch(root, cfg, scratch);
         snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
-                 (pl->code_len >> 10) + 1024);
+                 (pl->code_len >> 10) + 1024 + (ns_machine_root_bytes(&mach) >> 10));
         tmpfs_or_die(root, opts, MS_NOSUID | MS_NODEV);
 
         static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code",
@@ -389,11 +405,12 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         snprintf(p, sizeof(p), "%s/code/%s", root, a->code_name);
         write_or_die(p, pl->code, pl->code_len, 0444);
 
-        /* /proc of our own pid namespace, only the process directories */
-        snprintf(p, sizeof(p), "%s/proc", root);
-        if (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible,subset=pid") < 0 &&
-            mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                die("mounting /proc");
+        /* /proc of our own pid namespace and a /sys, showing the sandbox's limits */
+        if ((r = ns_proc_mount(root, &mach, why, sizeof(why))) < 0 ||
+            (r = ns_sys_build(root, &mach, why, sizeof(why))) < 0) {
+                errno = -r;
+                die("%s", why);
+        }
 
         if (mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 die("making the root read-only");
@@ -406,6 +423,11 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
                 die("detaching the old root");
         if (chdir("/") < 0)
                 die("chdir /");
+        /* the program's uptime starts now (its processes are forked after this) */
+        if ((r = ns_time_start(why, sizeof(why))) < 0) {
+                errno = -r;
+                die("%s", why);
+        }
 }
 
 static void loopback_up(void)

@@ -47,7 +47,9 @@ import tempfile
 FORMAT = 1
 KERNEL_META = "linux-image-cloud-amd64"
 RUNTIME_PACKAGES = ["python3", "python3-numpy", "python3-pandas", "python3-scipy",
-                    "nodejs", "bash", "ca-certificates", "tzdata"]
+                    "nodejs", "bash", "ca-certificates", "tzdata",
+                    # what programs run on a small machine: ps, top, free; /etc/services
+                    "procps", "netbase"]
 # Modules the agent loads, by group (the agent loads "base", then "serial" or
 # "vsock"), each followed by what it depends on. Built-in ones are left out.
 MODULE_GROUPS = [

@@ -191,7 +191,7 @@ SERVICE_SHARE = 1.5
 
 
 @pytest.fixture(scope="module", params=["warm", "cold"])
-def service(request: pytest.FixtureRequest) -> Iterator[Service]:
+def runtime_service(request: pytest.FixtureRequest) -> Iterator[Service]:
     svc = _launch({"SANDBOX_WARM": "on" if request.param == "warm" else "off",
                    "SANDBOX_CPUS": str(SERVICE_SHARE)}, None)
     svc.mode = request.param  # type: ignore[attr-defined]
@@ -216,12 +216,12 @@ def service_run(svc: Service, code: str, lang: str, memory_mb: int) -> tuple:
 
 
 @pytest.mark.parametrize("lang", ["python", "javascript", "bash"])
-def test_machine_shows_the_sandbox_limits_service(service: Service, lang: str) -> None:
+def test_machine_shows_the_sandbox_limits_service(runtime_service: Service, lang: str) -> None:
     memory_mb = 112 if lang != "javascript" else 176
-    body, wall = service_run(service, machine_code(lang), lang, memory_mb)
+    body, wall = service_run(runtime_service, machine_code(lang), lang, memory_mb)
     warm = check_machine(lang, body["stdout"], memory_mb, shown_cpus(SERVICE_SHARE), wall)
     if lang == "python":
-        assert warm is (service.mode == "warm"), body  # type: ignore[attr-defined]
+        assert warm is (runtime_service.mode == "warm"), body  # type: ignore[attr-defined]
 
 
 # ---- /etc/services and /etc/protocols ---------------------------------------------------
@@ -407,6 +407,6 @@ def test_pseudo_terminals_cli(lang: str) -> None:
     check_pty(lang, res.stdout)
 
 
-def test_pseudo_terminals_service(service: Service) -> None:
-    body, _ = service_run(service, PTY["python"].replace("@WARM@", WARM_FLAG), "python", 128)
-    assert check_pty("python", body["stdout"]) is (service.mode == "warm"), body  # type: ignore[attr-defined]
+def test_pseudo_terminals_service(runtime_service: Service) -> None:
+    body, _ = service_run(runtime_service, PTY["python"].replace("@WARM@", WARM_FLAG), "python", 128)
+    assert check_pty("python", body["stdout"]) is (runtime_service.mode == "warm"), body  # type: ignore[attr-defined]

@@ -9,12 +9,8 @@ import json
 import os
 import sys
 
-import pytest
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import vmharness as h  # noqa: E402
-
-IMAGE = os.environ.get("HXS_VM_IMAGE", "")
+from test_agent_vm import vm  # noqa: E402,F401  (the fixture: one VM of the image)
 
 MACHINE = r"""
 import errno, json, os, socket, stat, subprocess
@@ -40,16 +36,7 @@ print(json.dumps(r))
 """
 
 
-@pytest.fixture
-def vm():
-    assert IMAGE and os.path.isfile(os.path.join(IMAGE, "manifest.json")), \
-        "HXS_VM_IMAGE must name a built image (ctest runs the vm_image fixture first)"
-    machine = h.VM(IMAGE)
-    yield machine
-    machine.close()
-
-
-def test_guest_sandbox_shows_a_small_machine_with_its_limits(vm):
+def test_guest_sandbox_shows_a_small_machine_with_its_limits(vm):  # noqa: F811
     assert vm.hello().startswith("hexr-agent ")
     r = vm.run(MACHINE, memory_mb=200, timeout_ms=120000)
     assert r["error"] is None, r["error"]

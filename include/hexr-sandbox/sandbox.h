@@ -131,6 +131,8 @@ typedef struct hxs_config {
         uint32_t execution_records;     /* EXECUTION_RECORDS: recent records kept */
         char packages_cache_dir[256];   /* PACKAGES_CACHE_DIR: installed package sets */
         uint32_t packages_cache_mb;     /* PACKAGES_CACHE_MB: size limit of that cache */
+        uint32_t packages_cache_inodes; /* PACKAGES_CACHE_INODES: its limit in files and directories */
+        uint32_t packages_jobs;         /* PACKAGES_JOBS: cache work (hashing, removing) at once */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */

@@ -186,7 +186,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 .interpreter = hxs_runtimes[req->language].path,
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
-                .stdout_fd = out_p[1], .stderr_fd = err_p[1],
+                .stdout_fd = out_p[1], .stderr_fd = err_p[1], .memory_mb = req->memory_mb,
                 .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
                 .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
                 .target_dir = x->target_dir[0] ? x->target_dir : NULL,

@@ -93,6 +93,12 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 free(e);
                 return r;
         }
+        r = hxs_runtime_info_load(&e->cfg, e->kind, &e->runtimes, err);
+        if (r < 0) {
+                e->ops->fini(e);
+                free(e);
+                return r;
+        }
         r = hxs_pkg_index_load(&e->pkgs, cfg->rootfs);
         if (r < 0) {
                 e->ops->fini(e);

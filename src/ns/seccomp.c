@@ -86,8 +86,10 @@ static int add_rules(scmp_filter_ctx ctx)
                 if (r < 0)
                         return r;
         }
-        /* ioctl: no faking terminal input, no console tricks; low 32 bits only */
-        static const unsigned long bad_ioctls[] = { TIOCSTI, TIOCLINUX };
+        /* ioctl: no faking terminal input, no console tricks, no line disciplines (the
+         * sandbox's ptys would reach the kernel's rarely used ones, n_gsm, n_hdlc, ...);
+         * low 32 bits only */
+        static const unsigned long bad_ioctls[] = { TIOCSTI, TIOCLINUX, TIOCSETD };
         for (size_t i = 0; i < ARRAY_SIZE(bad_ioctls); i++) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                                      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, bad_ioctls[i]));

@@ -304,7 +304,7 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
         if (!check_template(ts, t))
                 return -EAGAIN;
 
-        template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg };
+        template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg, .memory_mb = args->memory_mb };
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
         snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");

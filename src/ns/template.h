@@ -53,6 +53,7 @@ void templates_state(hxs_templates *t, unsigned *ret_ready, unsigned *ret_total,
 typedef struct template_request {
         uint32_t magic;
         uint32_t n_fds;
+        uint32_t memory_mb;     /* ns_child_args.memory_mb */
         hxs_config cfg;
         char mountpoint[300];
         char code_name[16];

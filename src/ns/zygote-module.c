@@ -127,6 +127,7 @@ static PyObject *zygote_serve(PyObject *self, PyObject *args)
                         .payload_fd = fds[0], .sync_fd = fds[1], .report_fd = fds[2],
                         .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds > 5 ? fds[5] : -1,
                         .warm = true, .pkgs_dir = req.pkgs_dir[0] ? req.pkgs_dir : NULL,
+                        .memory_mb = req.memory_mb,
                 };
                 struct clone_args ca = { .flags = NS_CLONE_FLAGS, .exit_signal = SIGCHLD };
                 PyOS_BeforeFork();

@@ -101,9 +101,10 @@ static const struct {
         { "open_tree_attr", 467 },
 };
 
-/* clone: no new namespaces. Argument 0 holds the flags on all three ABIs. (No
- * CLONE_NEWTIME: on clone, 0x80 is part of the exit signal; a new time namespace needs
- * unshare or clone3, both denied.) */
+/* clone: no new namespaces. Argument 0 holds the flags on all three ABIs. On clone,
+ * CLONE_NEWTIME's bit is part of the exit signal (a new time namespace needs unshare or
+ * clone3, both denied): its rule refuses exit signals of 128 and more, which no
+ * program uses. */
 static const struct {
         const char *name;
         unsigned long flag;
@@ -111,7 +112,7 @@ static const struct {
         { "CLONE_NEWNS", CLONE_NEWNS },     { "CLONE_NEWUTS", CLONE_NEWUTS },
         { "CLONE_NEWIPC", CLONE_NEWIPC },   { "CLONE_NEWUSER", CLONE_NEWUSER },
         { "CLONE_NEWPID", CLONE_NEWPID },   { "CLONE_NEWNET", CLONE_NEWNET },
-        { "CLONE_NEWCGROUP", CLONE_NEWCGROUP },
+        { "CLONE_NEWCGROUP", CLONE_NEWCGROUP }, { "CLONE_NEWTIME", CLONE_NEWTIME },
 };
 
 /* ioctl: no faking terminal input, no console tricks; low 32 bits only. */

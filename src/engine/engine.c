@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "ns/ns.h"
 #include "ns/template.h"
 #include "vm/vm.h"
 
@@ -71,8 +72,15 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
+        /* the host uids every backend runs things as must be nobody else's */
+        hxs_uid_range ranges[NS_UID_RANGES];
+        int r = hxs_uid_ranges_check(ranges, ns_uid_ranges(cfg, ranges), NULL, err);
+        if (r < 0) {
+                free(e);
+                return r;
+        }
         pick_backend(e);
-        int r = e->ops->init(e, err);
+        r = e->ops->init(e, err);
         if (r < 0) {
                 e->ops->fini(e);
                 free(e);
@@ -164,6 +172,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         x->engine = e;
         x->req = req;
         x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
+        x->owner_slot = -1;
         x->pkg.lock_fd = -1;
         x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = -1;
         capbuf_init(&x->fetch_log, 64 << 10);

@@ -24,6 +24,7 @@ struct hxs_exec {
         cg_exec cg;
         bool have_cg;
         bool warm;
+        int owner_slot;                 /* the owner uid's slot it holds (ns.h), -1: none */
         /* microVM backends */
         struct vm_exec *vm;
         /* packages=: host directories the sandbox gets ("" = none) */

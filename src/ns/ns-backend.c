@@ -4,10 +4,15 @@
  * new user/pid/mount/net/ipc/uts namespaces, writes its uid/gid maps, moves it into
  * its cgroup, lets it go, then collects output, enforces the time limit and reads the
  * result. Everything it waits on sits in the execution's own epoll fd.
+ *
+ * Every sandbox's user namespace is owned by a host uid of its own (an owner slot,
+ * NS_OWNER_UID in ns.h): the service clones a cold sandbox with that effective uid, a
+ * warm one comes from the template of its slot, which runs as it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -29,6 +35,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/runtime.h"
+#include "ns/ns-init.h"
 #include "ns/ns.h"
 #include "ns/template.h"
 
@@ -87,10 +94,76 @@ static void close_pair(int fds[2])
         close_fd(&fds[1]);
 }
 
+unsigned ns_warm_slots(const hxs_config *cfg)
+{
+        if (!cfg->warm || cfg->rootfs[0])
+                return 0;
+        unsigned n = cfg->max_concurrent ? cfg->max_concurrent : 2;
+        return n < NS_WARM_SLOTS_MAX ? n : NS_WARM_SLOTS_MAX;
+}
+
+unsigned ns_cold_slots(const hxs_config *cfg)
+{
+        return (cfg->max_concurrent ? cfg->max_concurrent : 2) + NS_COLD_SLOTS_EXTRA;
+}
+
+size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES])
+{
+        uint32_t b = cfg->uid_base;
+        ret[0] = (hxs_uid_range){ b, 1, "the sandbox's root" };
+        ret[1] = (hxs_uid_range){ b + NS_SANDBOX_UID, 1, "the sandbox user" };
+        ret[2] = (hxs_uid_range){ b + NS_TEMPLATE_UID, 1, "the warm templates" };
+        ret[3] = (hxs_uid_range){ b + NS_FETCH_UID, NS_VMM_UIDS, "the package downloader and the VMMs" };
+        ret[4] = (hxs_uid_range){ b + NS_OWNER_UID, ns_warm_slots(cfg) + ns_cold_slots(cfg),
+                                  "the owners of the sandboxes' user namespaces" };
+        return NS_UID_RANGES;
+}
+
+static int cold_owner_take(hxs_engine *e)
+{
+        for (unsigned i = 0; i < e->n_cold_owners; i++)
+                if (!e->cold_owner_busy[i]) {
+                        e->cold_owner_busy[i] = true;
+                        return (int)i;
+                }
+        return -EBUSY;
+}
+
+static uid_t cold_owner_uid(const hxs_engine *e, int slot)
+{
+        return e->cfg.uid_base + NS_OWNER_UID + ns_warm_slots(&e->cfg) + (uid_t)slot;
+}
+
+/* clone3 as `owner`: the user namespace it creates belongs to the effective uid of its
+ * creator. Only this thread, only for the call: raw system calls (libc's setresuid
+ * would change every thread's), capabilities kept as they are (SECBIT_NO_SETUID_FIXUP:
+ * CLONE_INTO_CGROUP still needs the service's), then back to uid 0, which cannot fail
+ * (the real and saved uids stay 0). The child gets full capabilities in its new user
+ * namespace and none outside it, whatever this thread's. */
+static long clone3_as(uid_t owner, struct clone_args *ca)
+{
+        int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+        if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+                return -errno;
+        long pid = -1;
+        int saved = 0;
+        if (syscall(SYS_setresgid, -1, owner, -1) < 0 || syscall(SYS_setresuid, -1, owner, -1) < 0)
+                saved = errno;
+        else if ((pid = syscall(SYS_clone3, ca, sizeof(*ca))) < 0)
+                saved = errno;
+        if (pid == 0)
+                return 0;
+        if (syscall(SYS_setresuid, -1, 0, -1) < 0 || syscall(SYS_setresgid, -1, 0, -1) < 0 ||
+            prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+                abort(); /* a service thread must never go on with another uid */
+        return pid < 0 ? -saved : pid;
+}
+
 /* The cold path: the service itself clones the sandbox's PID 1, born into the v2
- * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit). */
-static int spawn_cold(const ns_child_args *args, const cg_join *join, pid_t *ret_pid, int *ret_pidfd,
-                      unsigned *ret_joined)
+ * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit), its user
+ * namespace owned by `owner`. */
+static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owner, pid_t *ret_pid,
+                      int *ret_pidfd, unsigned *ret_joined)
 {
         int pidfd = -1;
         struct clone_args ca = {
@@ -102,15 +175,15 @@ static int spawn_cold(const ns_child_args *args, const cg_join *join, pid_t *ret
                 ca.flags |= CLONE_INTO_CGROUP;
                 ca.cgroup = (uint64_t)join->v2_dirfd;
         }
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) && (errno == EINVAL || errno == E2BIG)) {
+        long pid = clone3_as(owner, &ca);
+        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) && (pid == -EINVAL || pid == -E2BIG)) {
                 /* a kernel without CLONE_INTO_CGROUP (before 5.7): moved by pid instead */
                 ca.flags &= ~(uint64_t)CLONE_INTO_CGROUP;
                 ca.cgroup = 0;
-                pid = syscall(SYS_clone3, &ca, sizeof(ca));
+                pid = clone3_as(owner, &ca);
         }
         if (pid < 0)
-                return -errno;
+                return (int)pid;
         if (ca.flags & CLONE_INTO_CGROUP)
                 *ret_joined |= 1u << join->v2_hier;
         if (pid == 0) {
@@ -184,6 +257,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
                 .interpreter = hxs_runtimes[req->language].path,
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
+                .init_fd = e->init_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1],
                 .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
@@ -203,11 +277,18 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 template_kind kind = template_pick(req, args.pkgs_dir != NULL);
                 if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
                         kind = TEMPLATE_PYTHON;
-                r = template_spawn(e->templates, kind, &args, &pid, &pidfd);
+                r = template_spawn(e->templates, kind, &args, &pid, &pidfd, &x->owner_slot);
         }
         if (pid > 0) {
                 x->warm = true;
         } else {
+                x->owner_slot = cold_owner_take(e);
+                if (x->owner_slot < 0) {
+                        r = hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
+                                     "every one of the %u owner uids of cold sandboxes is in use "
+                                     "(more sandboxes than MAX_CONCURRENT allows are alive)", e->n_cold_owners);
+                        goto fail;
+                }
                 cg_join join;
                 r = cg_join_open(&x->cg, &join, err);
                 if (r < 0)
@@ -217,7 +298,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                                 args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
                                 joined |= 1u << h;
                         }
-                r = spawn_cold(&args, &join, &pid, &pidfd, &joined);
+                r = spawn_cold(&args, &join, cold_owner_uid(e, x->owner_slot), &pid, &pidfd, &joined);
                 cg_join_close(&join);
                 if (r < 0) {
                         hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
@@ -486,6 +567,14 @@ static void ns_release(hxs_exec *x)
         }
         hxs_strv_free(x->envp);
         x->envp = NULL;
+        /* the owner uid goes back once nothing of the sandbox is left */
+        if (x->owner_slot >= 0) {
+                if (x->warm)
+                        templates_release(x->engine->templates, x->owner_slot);
+                else if ((unsigned)x->owner_slot < x->engine->n_cold_owners)
+                        x->engine->cold_owner_busy[x->owner_slot] = false;
+                x->owner_slot = -1;
+        }
 }
 
 /* The sandbox's root (an unprivileged host uid) must be able to walk to the mount
@@ -509,7 +598,19 @@ static int check_searchable(const char *path, hxs_error *err)
 
 static int ns_init(hxs_engine *e, hxs_error *err)
 {
-        int r = cg_layout_init(&e->cg, err);
+        int r;
+        e->init_fd = -1;
+        e->n_cold_owners = ns_cold_slots(&e->cfg);
+        e->cold_owner_busy = calloc(e->n_cold_owners, sizeof(bool));
+        if (!e->cold_owner_busy)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        e->init_fd = ns_init_memfd();
+        if (e->init_fd < 0) {
+                r = e->init_fd;
+                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "the sandbox's init: cannot make its memfd: %s",
+                                strerror(-r));
+        }
+        r = cg_layout_init(&e->cg, err);
         if (r < 0)
                 return r;
         (void)cg_sweep(&e->cg);
@@ -535,7 +636,7 @@ static int ns_init(hxs_engine *e, hxs_error *err)
                          "execution starts cold from the configured root");
         } else if (e->cfg.warm) {
                 hxs_error terr = { 0 };
-                if (templates_new(&e->cfg, &e->cg, &e->templates, &terr) < 0)
+                if (templates_new(&e->cfg, &e->cg, e->init_fd, &e->templates, &terr) < 0)
                         snprintf(e->template_error, sizeof(e->template_error), "%s", terr.message);
         }
         return 0;
@@ -546,6 +647,10 @@ static void ns_fini(hxs_engine *e)
         templates_free(e->templates);
         e->templates = NULL;
         hxs_seccomp_free(&e->seccomp);
+        free(e->cold_owner_busy);
+        e->cold_owner_busy = NULL;
+        e->n_cold_owners = 0;
+        close_fd(&e->init_fd);
 }
 
 static int ns_check(hxs_engine *e, hxs_error *err)

@@ -172,7 +172,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         x->engine = e;
         x->req = req;
         x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
-        x->owner_slot = -1;
+        x->warm_slot = -1;
         x->pkg.lock_fd = -1;
         x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = -1;
         capbuf_init(&x->fetch_log, 64 << 10);

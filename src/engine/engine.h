@@ -44,8 +44,7 @@ struct hxs_engine {
         /* warm Python templates (NULL: everything runs cold) */
         struct hxs_templates *templates;
         int init_fd;                    /* the sandbox's init, a sealed memfd (ns-init.h) */
-        bool *cold_owner_busy;          /* cold owner slots in use (ns.h, NS_OWNER_UID) */
-        unsigned n_cold_owners;
+        struct ns_owners *owners;       /* owner uids of user namespaces (ns/owners.h) */
         char template_error[200];       /* why there are none, when asked for */
         /* microVM backends (NULL for namespaces) */
         struct vm_backend *vm;

@@ -5,9 +5,9 @@
  * its cgroup, lets it go, then collects output, enforces the time limit and reads the
  * result. Everything it waits on sits in the execution's own epoll fd.
  *
- * Every sandbox's user namespace is owned by a host uid of its own (an owner slot,
- * NS_OWNER_UID in ns.h): the service clones a cold sandbox with that effective uid, a
- * warm one comes from the template of its slot, which runs as it.
+ * Every sandbox's user namespace is owned by a host uid of its own (owners.h): the
+ * service clones a cold sandbox with that effective uid, a warm one comes from the
+ * template of a warm slot, which runs as it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +37,7 @@
 #include "engine/runtime.h"
 #include "ns/ns-init.h"
 #include "ns/ns.h"
+#include "ns/owners.h"
 #include "ns/template.h"
 
 /* After PID 1 is gone, how long to wait for the pipes to close. */
@@ -102,9 +103,10 @@ unsigned ns_warm_slots(const hxs_config *cfg)
         return n < NS_WARM_SLOTS_MAX ? n : NS_WARM_SLOTS_MAX;
 }
 
-unsigned ns_cold_slots(const hxs_config *cfg)
+unsigned ns_owner_pool(const hxs_config *cfg)
 {
-        return (cfg->max_concurrent ? cfg->max_concurrent : 2) + NS_COLD_SLOTS_EXTRA;
+        unsigned live = ns_warm_slots(cfg) + (cfg->max_concurrent ? cfg->max_concurrent : 2) + 16;
+        return 4 * live > NS_OWNER_POOL_MIN ? 4 * live : NS_OWNER_POOL_MIN;
 }
 
 size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES])
@@ -114,24 +116,9 @@ size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES])
         ret[1] = (hxs_uid_range){ b + NS_SANDBOX_UID, 1, "the sandbox user" };
         ret[2] = (hxs_uid_range){ b + NS_TEMPLATE_UID, 1, "the warm templates" };
         ret[3] = (hxs_uid_range){ b + NS_FETCH_UID, NS_VMM_UIDS, "the package downloader and the VMMs" };
-        ret[4] = (hxs_uid_range){ b + NS_OWNER_UID, ns_warm_slots(cfg) + ns_cold_slots(cfg),
+        ret[4] = (hxs_uid_range){ b + NS_OWNER_UID, ns_owner_pool(cfg),
                                   "the owners of the sandboxes' user namespaces" };
         return NS_UID_RANGES;
-}
-
-static int cold_owner_take(hxs_engine *e)
-{
-        for (unsigned i = 0; i < e->n_cold_owners; i++)
-                if (!e->cold_owner_busy[i]) {
-                        e->cold_owner_busy[i] = true;
-                        return (int)i;
-                }
-        return -EBUSY;
-}
-
-static uid_t cold_owner_uid(const hxs_engine *e, int slot)
-{
-        return e->cfg.uid_base + NS_OWNER_UID + ns_warm_slots(&e->cfg) + (uid_t)slot;
 }
 
 /* clone3 as `owner`: the user namespace it creates belongs to the effective uid of its
@@ -277,16 +264,17 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 template_kind kind = template_pick(req, args.pkgs_dir != NULL);
                 if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
                         kind = TEMPLATE_PYTHON;
-                r = template_spawn(e->templates, kind, &args, &pid, &pidfd, &x->owner_slot);
+                r = template_spawn(e->templates, kind, &args, &pid, &pidfd, &x->warm_slot, &x->owner_uid);
         }
         if (pid > 0) {
                 x->warm = true;
         } else {
-                x->owner_slot = cold_owner_take(e);
-                if (x->owner_slot < 0) {
+                if (ns_owner_take(e->owners, &x->owner_uid) < 0) {
+                        x->owner_uid = 0;
                         r = hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
-                                     "every one of the %u owner uids of cold sandboxes is in use "
-                                     "(more sandboxes than MAX_CONCURRENT allows are alive)", e->n_cold_owners);
+                                     "every owner uid of the pool (SANDBOX_UID_BASE+%d onwards, %u) is in use by "
+                                     "this service or another with the same SANDBOX_UID_BASE",
+                                     NS_OWNER_UID, ns_owner_pool(&e->cfg));
                         goto fail;
                 }
                 cg_join join;
@@ -298,7 +286,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                                 args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
                                 joined |= 1u << h;
                         }
-                r = spawn_cold(&args, &join, cold_owner_uid(e, x->owner_slot), &pid, &pidfd, &joined);
+                r = spawn_cold(&args, &join, x->owner_uid, &pid, &pidfd, &joined);
                 cg_join_close(&join);
                 if (r < 0) {
                         hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
@@ -567,13 +555,14 @@ static void ns_release(hxs_exec *x)
         }
         hxs_strv_free(x->envp);
         x->envp = NULL;
-        /* the owner uid goes back once nothing of the sandbox is left */
-        if (x->owner_slot >= 0) {
-                if (x->warm)
-                        templates_release(x->engine->templates, x->owner_slot);
-                else if ((unsigned)x->owner_slot < x->engine->n_cold_owners)
-                        x->engine->cold_owner_busy[x->owner_slot] = false;
-                x->owner_slot = -1;
+        /* the owner uid goes back once nothing of the sandbox is left; a warm slot
+         * serves another */
+        if (x->warm_slot >= 0)
+                templates_release(x->engine->templates, x->warm_slot);
+        x->warm_slot = -1;
+        if (x->owner_uid) {
+                ns_owner_put(x->engine->owners, x->owner_uid);
+                x->owner_uid = 0;
         }
 }
 
@@ -600,10 +589,8 @@ static int ns_init(hxs_engine *e, hxs_error *err)
 {
         int r;
         e->init_fd = -1;
-        e->n_cold_owners = ns_cold_slots(&e->cfg);
-        e->cold_owner_busy = calloc(e->n_cold_owners, sizeof(bool));
-        if (!e->cold_owner_busy)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        if ((r = ns_owners_new(&e->cfg, NULL, &e->owners, err)) < 0)
+                return r;
         e->init_fd = ns_init_memfd();
         if (e->init_fd < 0) {
                 r = e->init_fd;
@@ -636,7 +623,7 @@ static int ns_init(hxs_engine *e, hxs_error *err)
                          "execution starts cold from the configured root");
         } else if (e->cfg.warm) {
                 hxs_error terr = { 0 };
-                if (templates_new(&e->cfg, &e->cg, e->init_fd, &e->templates, &terr) < 0)
+                if (templates_new(&e->cfg, &e->cg, e->init_fd, e->owners, &e->templates, &terr) < 0)
                         snprintf(e->template_error, sizeof(e->template_error), "%s", terr.message);
         }
         return 0;
@@ -647,9 +634,9 @@ static void ns_fini(hxs_engine *e)
         templates_free(e->templates);
         e->templates = NULL;
         hxs_seccomp_free(&e->seccomp);
-        free(e->cold_owner_busy);
-        e->cold_owner_busy = NULL;
-        e->n_cold_owners = 0;
+        /* after the templates, which hold some */
+        ns_owners_free(e->owners);
+        e->owners = NULL;
         close_fd(&e->init_fd);
 }
 

@@ -15,19 +15,16 @@
 #define NS_TEMPLATE_UID 2000    /* host uid of warm templates: SANDBOX_UID_BASE + this */
 #define NS_FETCH_UID 3000       /* host uid of the package downloader: SANDBOX_UID_BASE + this */
 #define NS_VMM_UIDS 3           /* SANDBOX_UID_BASE + 3000 ... + 3002: downloader and VMMs */
-/* Owners of the sandboxes' user namespaces: SANDBOX_UID_BASE + this + slot, one slot per
- * live sandbox. The kernel charges what a sandbox takes of the counters it keeps per
- * user (inotify instances and watches, namespaces, ...) at every level of the user
- * namespace chain, and at the host's level to the namespace's owner: a uid no other
- * live sandbox and no host process has, so no sandbox spends host root's budget or
- * another sandbox's. Slots [0, warm) are the warm templates' (one template per kind
- * per slot runs as that owner), the rest are for cold sandboxes, which the service
- * creates with that effective uid. */
+/* Owners of the sandboxes' user namespaces: SANDBOX_UID_BASE + this onwards, a pool
+ * of ns_owner_pool() uids (owners.h). The kernel charges what a sandbox takes of the
+ * counters it keeps per user (inotify instances and watches, namespaces, ...) at every
+ * level of the user namespace chain, and at the host's level to the namespace's owner:
+ * a uid no other live sandbox and no host process has, so no sandbox spends host
+ * root's budget or another sandbox's. A cold sandbox is created by the service with
+ * that effective uid; a warm one by the template of a warm slot, which runs as it. */
 #define NS_OWNER_UID 4000
 #define NS_WARM_SLOTS_MAX 64
-/* warm slots: one per execution that may run at once; cold slots: as many again, and
- * some for sandboxes still being torn down */
-#define NS_COLD_SLOTS_EXTRA 16
+#define NS_OWNER_POOL_MIN 1024
 
 /* The namespaces every sandbox gets at clone (the cgroup namespace follows once the
  * supervisor has moved it into its cgroup). */
@@ -75,10 +72,12 @@ typedef struct ns_program {
  * (user, capabilities, no_new_privs, seccomp, rlimits, stdio, cwd), and *ret filled. */
 void ns_child_main(const ns_child_args *a, ns_program *ret);
 
-/* How many owner slots of each kind a configuration uses (max_concurrent 0 counts as
- * 2, the service's floor; warm slots only when templates run). */
+/* Warm slots (a template per kind each): one per execution that may run at once
+ * (max_concurrent 0 counts as 2, the service's floor), 0 when templates do not run.
+ * The owner pool: room for that many and as many cold sandboxes again, several times
+ * over, for the other engines on the host that share SANDBOX_UID_BASE. */
 unsigned ns_warm_slots(const hxs_config *cfg);
-unsigned ns_cold_slots(const hxs_config *cfg);
+unsigned ns_owner_pool(const hxs_config *cfg);
 /* Every host uid range the engine uses (the same numbers as gids), for the start-up
  * check of core/uidcheck.h. */
 #define NS_UID_RANGES 5

@@ -33,6 +33,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "ns/cgroup.h"
+#include "ns/owners.h"
 #include "ns/template.h"
 
 /* generated from src/ns/zygote.py */
@@ -43,6 +44,7 @@ extern const char hxs_zygote_py[];
 #define SPAWN_TIMEOUT_S 10
 
 typedef struct slot_template {
+        uid_t owner;            /* the owner uid it runs as and holds (owners.h), 0: none */
         pid_t pid;              /* 0: not known yet (the mother has not answered) */
         int pidfd, sock;
         bool ready;
@@ -63,10 +65,10 @@ typedef struct generation {
 struct hxs_templates {
         hxs_config cfg;
         cg_layout *cgl;
+        ns_owners *owners;
         char module_dir[320];
         int init_fd;
         unsigned n_slots;
-        uid_t owner_base;       /* owner uid of slot 0 */
         bool busy[NS_WARM_SLOTS_MAX]; /* a live sandbox holds the slot */
         generation gen[TEMPLATE_KIND_MAX];
         unsigned long restarts;
@@ -267,7 +269,7 @@ static void kill_reap(pid_t *pid, int *pidfd)
         *pid = 0;
 }
 
-static void stop_generation(generation *g)
+static void stop_generation(hxs_templates *ts, generation *g)
 {
         /* the cgroup first: it also holds slot templates whose pid we never learnt */
         if (g->have_cg)
@@ -279,6 +281,10 @@ static void stop_generation(generation *g)
                 kill_reap(&t->pid, &t->pidfd);
                 close_fd(&t->sock);
                 t->ready = false;
+                /* a sandbox it cloned may hold its uid a while longer */
+                if (t->owner)
+                        ns_owner_put(ts->owners, t->owner);
+                t->owner = 0;
         }
         if (g->have_cg) {
                 for (int i = 0; i < 100 && cg_exec_remove(&g->cg) == -EBUSY; i++)
@@ -289,9 +295,9 @@ static void stop_generation(generation *g)
         g->answered = 0;
 }
 
-static void broken(generation *g)
+static void broken(hxs_templates *ts, generation *g)
 {
-        stop_generation(g);
+        stop_generation(ts, g);
         g->backoff_ms = g->backoff_ms ? g->backoff_ms * 2 : RESTART_MIN_MS;
         if (g->backoff_ms > RESTART_MAX_MS)
                 g->backoff_ms = RESTART_MAX_MS;
@@ -328,18 +334,24 @@ static int start_generation(hxs_templates *ts, template_kind kind)
         ts->restarts++;
         /* every slot's request now: the mother reads them once its imports are done */
         for (unsigned i = 0; i < ts->n_slots; i++) {
-                int s[2];
+                int s[2], r = ns_owner_take(ts->owners, &g->slot[i].owner);
+                if (r < 0) {
+                        g->slot[i].owner = 0;
+                        broken(ts, g); /* every owner uid in use: later */
+                        return r;
+                }
                 if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s) < 0) {
-                        broken(g);
-                        return -errno;
+                        r = -errno;
+                        broken(ts, g);
+                        return r;
                 }
                 template_slot_request req = { .magic = TEMPLATE_SLOT_MAGIC, .slot = i,
-                                              .owner = ts->owner_base + i };
-                int r = send_with_fds(g->mother_sock, &req, sizeof(req), &s[1], 1);
+                                              .owner = g->slot[i].owner };
+                r = send_with_fds(g->mother_sock, &req, sizeof(req), &s[1], 1);
                 close(s[1]);
                 g->slot[i].sock = s[0];
                 if (r < 0) {
-                        broken(g);
+                        broken(ts, g);
                         return r;
                 }
                 struct timeval tv = { .tv_sec = SPAWN_TIMEOUT_S };
@@ -386,7 +398,7 @@ static bool check_generation(hxs_templates *ts, template_kind kind)
                 return false;
         }
         if (!collect_answers(ts, g)) {
-                broken(g);
+                broken(ts, g);
                 return false;
         }
         if (g->mother > 0) {
@@ -395,7 +407,7 @@ static bool check_generation(hxs_templates *ts, template_kind kind)
                 if (g->mother_pidfd < 0 || poll(&p, 1, 0) != 0) {
                         kill_reap(&g->mother, &g->mother_pidfd);
                         if (g->answered < ts->n_slots) {
-                                broken(g); /* gone before it forked them all */
+                                broken(ts, g); /* gone before it forked them all */
                                 return false;
                         }
                 }
@@ -405,7 +417,7 @@ static bool check_generation(hxs_templates *ts, template_kind kind)
         for (unsigned i = 0; i < g->answered; i++)
                 p[i] = (struct pollfd){ .fd = g->slot[i].pidfd, .events = POLLIN };
         if (g->answered && poll(p, g->answered, 0) > 0) {
-                broken(g); /* a slot template died */
+                broken(ts, g); /* a slot template died */
                 return false;
         }
         uid_t ruid = ts->cfg.uid_base + NS_TEMPLATE_UID;
@@ -415,10 +427,10 @@ static bool check_generation(hxs_templates *ts, template_kind kind)
                         continue;
                 char c;
                 ssize_t n = recv(t->sock, &c, 1, MSG_DONTWAIT);
-                if (n == 1 && c == 'R' && slot_template_sane(t->pid, ruid, ts->owner_base + i)) {
+                if (n == 1 && c == 'R' && slot_template_sane(t->pid, ruid, t->owner)) {
                         t->ready = true;
                 } else if (n >= 0 || (errno != EAGAIN && errno != EINTR)) {
-                        broken(g);
+                        broken(ts, g);
                         return false;
                 } else {
                         all = false;
@@ -483,16 +495,17 @@ static int install_module(const hxs_config *cfg, char *dir, size_t size)
         return r;
 }
 
-int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, hxs_templates **ret, hxs_error *err)
+int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, ns_owners *owners, hxs_templates **ret,
+                  hxs_error *err)
 {
         hxs_templates *ts = calloc(1, sizeof(*ts));
         if (!ts)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         ts->cfg = *cfg;
         ts->cgl = cgl;
+        ts->owners = owners;
         ts->init_fd = init_fd;
         ts->n_slots = ns_warm_slots(cfg);
-        ts->owner_base = cfg->uid_base + NS_OWNER_UID;
         if (ts->n_slots == 0) {
                 free(ts);
                 return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL, "warm templates: no warm slots");
@@ -520,7 +533,7 @@ void templates_free(hxs_templates *ts)
         if (!ts)
                 return;
         for (int k = 0; k < TEMPLATE_KIND_MAX; k++)
-                stop_generation(&ts->gen[k]);
+                stop_generation(ts, &ts->gen[k]);
         free(ts);
 }
 
@@ -564,7 +577,7 @@ static void scrub_config(hxs_config *c)
 }
 
 int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *args,
-                   pid_t *ret_pid, int *ret_pidfd, int *ret_slot)
+                   pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner)
 {
         generation *g = &ts->gen[kind];
         if (!check_generation(ts, kind))
@@ -601,19 +614,22 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
         /* Only a process we can prove it made for this slot: our child (it cloned with
          * CLONE_PARENT), in a new user namespace its owner uid owns. A template that
          * names anything else is not believed, and is replaced. */
-        if (pidfd < 0 || template_check_child(pidfd, rep.pid, ts->owner_base + i) < 0) {
+        if (pidfd < 0 || template_check_child(pidfd, rep.pid, t->owner) < 0) {
                 close_fd(&pidfd);
                 r = -EPERM;
                 goto fail;
         }
         ts->busy[i] = true;
+        /* the sandbox holds the uid too: it may outlive this generation */
+        ns_owner_hold(ts->owners, t->owner);
         *ret_pid = rep.pid;
         *ret_pidfd = pidfd;
         *ret_slot = (int)i;
+        *ret_owner = t->owner;
         return 0;
 fail:
         /* a template that does not answer, or not as it must, is replaced */
-        broken(g);
+        broken(ts, g);
         return r;
 }
 

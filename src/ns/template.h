@@ -38,10 +38,13 @@ typedef enum template_kind {
 typedef struct hxs_templates hxs_templates;
 
 /* Starts the templates of every kind (they become ready in the background), each kind
- * in a memory-capped cgroup of cgl. The _hxs_zygote extension is found beside the
- * running binary. init_fd (the sandbox init, kept open by the caller) is given to the
- * templates. If this fails, everything simply runs cold. */
-int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, hxs_templates **ret, hxs_error *err);
+ * in a memory-capped cgroup of cgl, each slot's as an owner uid taken from owners. The
+ * _hxs_zygote extension is found beside the running binary. init_fd (the sandbox
+ * init, kept open by the caller) is given to the templates. If this fails, everything
+ * simply runs cold. */
+struct ns_owners;
+int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, struct ns_owners *owners,
+                  hxs_templates **ret, hxs_error *err);
 void templates_free(hxs_templates *t);
 
 /* Which template suits a request (both are behaviourally identical). */
@@ -52,11 +55,12 @@ bool template_eligible(hxs_templates *t, const hxs_request *req);
 
 /* Asks a ready template of a free slot to clone a sandbox with these arguments. On
  * success the sandbox is blocked on args->sync_fd like a cold one, *ret_pidfd is a
- * pidfd of it (a child of this process, checked), and *ret_slot the slot it holds
- * until templates_release. -EAGAIN when no template is ready and free (one that died
+ * pidfd of it (a child of this process, checked), *ret_slot the slot it holds until
+ * templates_release, and *ret_owner the owner uid of its user namespace, which it
+ * holds until ns_owner_put. -EAGAIN when no template is ready and free (one that died
  * is restarted): run cold instead. */
 int template_spawn(hxs_templates *t, template_kind kind, const ns_child_args *args,
-                   pid_t *ret_pid, int *ret_pidfd, int *ret_slot);
+                   pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner);
 /* The sandbox of that slot is gone: the slot's templates may serve another. */
 void templates_release(hxs_templates *t, int slot);
 

@@ -52,7 +52,7 @@ static const setting settings[] = {
           SET_STRING, STR(firecracker_bin), 0, 0 },
         { { "SANDBOX_BACKEND", "auto", "auto, namespaces, qemu or firecracker (auto: qemu when KVM and the VM image are there)" },
           SET_BACKEND, U32(backend), 0, 0 },
-        { { "QEMU_BIN", "/usr/bin/qemu-system-x86_64", "QEMU binary for the qemu backend" },
+        { { "QEMU_BIN", "/usr/bin/qemu-system-x86_64", "QEMU binary for the qemu backend (any path: a QEMU installed elsewhere, or a stand-in for tests)" },
           SET_STRING, STR(qemu_bin), 0, 0 },
         { { "SANDBOX_VM_IMAGE_DIR", "/var/cache/hexr-sandbox/image", "guest kernel, initramfs and root image (hexr-sandbox image build)" },
           SET_STRING, STR(vm_image_dir), 0, 0 },

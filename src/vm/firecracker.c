@@ -19,7 +19,8 @@
  *    behind on disk but the empty mount point, which cleanup (or the next start's
  *    sweep, after a crash) removes;
  *  - the host's fds closed, no environment, RLIMIT_CORE 0, RLIMIT_NOFILE 2048,
- *    setgroups/setresgid/setresuid to h->qemu_uid, no capabilities (bounding set
+ *    setgroups/setresgid/setresuid to h->vmm_uid (SANDBOX_UID_BASE +
+ *    VM_FIRECRACKER_UID, a uid of its own), no capabilities (bounding set
  *    emptied), no_new_privs, death with its parent; Firecracker applies its own
  *    seccomp filters (no flag turns them off).
  * The binary is executed from an fd opened on the host (execveat), so it is not in
@@ -33,8 +34,9 @@
  *
  * Blocking: vm_firecracker_spawn waits for the jail (up to FC_JAIL_TIMEOUT_MS), the
  * API (FC_API_TIMEOUT_MS) and the guest agent's vsock listener (FC_BOOT_TIMEOUT_MS,
- * retried every FC_RETRY_MS): ~0.2-1 s under KVM, at worst 15 s. Called from the
- * pool's thread that is fine; a cold start on the event loop stalls it that long.
+ * retried every FC_RETRY_MS): ~0.2-1 s under KVM, at worst 15 s. It is only ever
+ * called from a thread, the pool's or the spawner's (vm-spawner.c), never from the
+ * event loop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -463,10 +465,10 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                         return hxs_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s: %s", images[i], strerror(errno));
                 if (!S_ISREG(st.st_mode))
                         return hxs_fail(err, HXS_ERR_SETUP, -EINVAL, "firecracker: %s is not a regular file", images[i]);
-                if (!image_readable(&st, h->qemu_uid))
+                if (!image_readable(&st, h->vmm_uid))
                         return hxs_fail(err, HXS_ERR_SETUP, -EACCES,
                                         "firecracker: %s (mode %04o) is not readable by uid %u, which Firecracker "
-                                        "runs as", images[i], (unsigned)(st.st_mode & 07777), h->qemu_uid);
+                                        "runs as", images[i], (unsigned)(st.st_mode & 07777), h->vmm_uid);
         }
 
         cg_limits lim = { .memory_bytes = ((uint64_t)ram_mb + FC_MEM_OVERHEAD_MB) << 20,
@@ -519,12 +521,12 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                         *p = '-'; /* Firecracker ids: letters, digits, hyphens */
         char *argv[] = { "firecracker", "--api-sock", FC_API_SOCK, "--id", id, NULL };
         jail_plan plan = {
-                .jail = v->jail, .images = { h->kernel, h->initrd, h->rootfs }, .uid = h->qemu_uid,
+                .jail = v->jail, .images = { h->kernel, h->initrd, h->rootfs }, .uid = h->vmm_uid,
                 .fds = { devnull, ep[1], ep[1], bin, rp[1] }, .v1_tasks = join.v1_tasks, .argv = argv,
         };
         snprintf(plan.root_opts, sizeof(plan.root_opts), "size=64k,nr_inodes=32,mode=0755");
         snprintf(plan.run_opts, sizeof(plan.run_opts), "size=64k,nr_inodes=16,mode=0700,uid=%u,gid=%u",
-                 h->qemu_uid, h->qemu_uid);
+                 h->vmm_uid, h->vmm_uid);
         pid_t pid = spawn_jailed(&plan, join.v2_dirfd, &v->pidfd);
         if (pid < 0) {
                 r = hxs_fail(err, HXS_ERR_SETUP, pid, "firecracker: clone3: %s", strerror(-pid));

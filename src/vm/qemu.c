@@ -6,11 +6,15 @@
  * handed over as descriptors, so QEMU needs no access to the image directory.
  *
  * QEMU itself is the attack surface a guest escape would reach first, so it runs in a
- * jail: its own pid, mount, net, ipc and uts namespaces; the host's filesystem seen
- * read-only (recursively), a /proc of its own pid namespace (no other QEMU's memory in
- * reach), a /dev holding only null, zero, random, urandom and, with KVM, a kvm node
- * owned by QEMU's uid (as Firecracker's jailer does); an unprivileged uid
- * (SANDBOX_UID_BASE + 3000), no capabilities, no_new_privs, QEMU's own seccomp
+ * jail: its own pid, mount, net, ipc and uts namespaces; a root of its own, an empty
+ * tmpfs (mounted over /dev in the child's private mount namespace, then pivot_root
+ * into it, the host's tree detached, the root made read-only) that holds only
+ * QEMU's own files bound read-only (the binary, its libraries, modules and firmware:
+ * qemu-jail.c lists them), a /proc of its own pid namespace (pids only: no other
+ * QEMU's memory in reach), and dev/ with null, zero, random, urandom and, with KVM, a
+ * kvm node owned by QEMU's uid (as Firecracker's jailer does). No other host file,
+ * directory or unix socket is in its reach. It runs as an unprivileged uid of its own
+ * (SANDBOX_UID_BASE + VM_QEMU_UID), no capabilities, no_new_privs, QEMU's own seccomp
  * sandbox (-sandbox), no core dumps, death with its parent, and cgroups of its own
  * (guest RAM + QEMU_MEM_OVERHEAD_MB, pids, a CPU share) joined at birth.
  */
@@ -18,7 +22,6 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
-#include <linux/mount.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,39 +53,125 @@ enum { FD_CHAN = 3, FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_COUNT };
 #define QEMU_CPUS_MILLI      1500u
 
 typedef struct child_plan {
-        const char *bin;
+        const char *bin;        /* the path executed, inside the jail */
         char *const *argv;
         int fds[FD_COUNT];      /* what becomes 0..FD_COUNT-1 */
         bool kvm;               /* give it a /dev/kvm node */
         uint32_t uid;
         const int *v1_tasks;    /* [CG_HIER_MAX]: v1 cgroups to join first, -1: none */
+        const char *jail;       /* vm_host.jail: what to bind */
 } child_plan;
 
-/* The jail's mounts (we are PID 1 of a new pid namespace, in a new mount namespace). */
+/* What the child says on its stderr (QEMU's, which the service reads when a VM dies
+ * before its agent is ready) when a step fails: async-signal-safe, no stdio. */
+static void jail_failed(const char *step, const char *path)
+{
+        char num[16], *p = num + sizeof(num);
+        unsigned e = (unsigned)errno;
+        do
+                *--p = (char)('0' + e % 10);
+        while ((e /= 10) && p > num);
+        const char *parts[] = { "hexr-sandbox: QEMU's jail: ", step, path ? " " : "", path ? path : "",
+                                ": errno ", p, "\n" };
+        for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+                size_t n = i == 5 ? (size_t)(num + sizeof(num) - p) : strlen(parts[i]);
+                if (write(2, parts[i], n) < 0)
+                        return;
+        }
+}
+
+/* mkdir -p of the directories above rel (a path relative to the jail's root). */
+static int make_parents(const char *rel)
+{
+        char buf[PATH_MAX];
+        size_t n = strlen(rel);
+        if (n >= sizeof(buf))
+                return -1;
+        memcpy(buf, rel, n + 1);
+        for (char *p = buf; (p = strchr(p, '/')); p++) {
+                *p = '\0';
+                if (buf[0] && mkdir(buf, 0755) < 0 && errno != EEXIST)
+                        return -1;
+                *p = '/';
+        }
+        return 0;
+}
+
+/* One host file or directory, bound read-only at the same path in the jail. */
+static int bind_in(char type, const char *path)
+{
+        const char *rel = path + 1;
+        if (make_parents(rel) < 0)
+                return -1;
+        if (type == 'd') {
+                if (mkdir(rel, 0755) < 0 && errno != EEXIST)
+                        return -1;
+        } else {
+                int fd = open(rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+                if (fd < 0 && errno != EEXIST)
+                        return -1;
+                if (fd >= 0)
+                        close(fd);
+        }
+        if (mount(path, rel, NULL, MS_BIND, NULL) < 0)
+                return -1;
+        unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | (type == 'd' ? MS_NOEXEC : 0);
+        return mount(NULL, rel, NULL, flags, NULL);
+}
+
+/* The jail's root (we are PID 1 of a new pid namespace, in a new mount namespace). */
 static int jail_mounts(const child_plan *p)
 {
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+                jail_failed("making its mounts private", NULL);
                 return -1;
-        struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
-        if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+        }
+        /* any directory serves as the mount point: this namespace is the child's alone,
+         * and /dev holds none of what is bound below */
+        if (mount("hexr-qemu", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=256k,nr_inodes=1024") < 0 ||
+            chdir("/dev") < 0) {
+                jail_failed("mounting its root", NULL);
                 return -1;
-        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                return -1;
-        if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=16k,nr_inodes=16") < 0)
-                return -1;
+        }
         static const struct { const char *path; unsigned major, minor; } nodes[] = {
-                { "/dev/null", 1, 3 }, { "/dev/zero", 1, 5 }, { "/dev/random", 1, 8 }, { "/dev/urandom", 1, 9 },
+                { "dev/null", 1, 3 }, { "dev/zero", 1, 5 }, { "dev/random", 1, 8 }, { "dev/urandom", 1, 9 },
         };
+        if (mkdir("dev", 0755) < 0 || mkdir("proc", 0555) < 0) {
+                jail_failed("creating dev and proc", NULL);
+                return -1;
+        }
         for (size_t i = 0; i < ARRAY_SIZE(nodes); i++)
                 if (mknod(nodes[i].path, S_IFCHR | 0666, makedev(nodes[i].major, nodes[i].minor)) < 0 ||
-                    chmod(nodes[i].path, 0666) < 0)
+                    chmod(nodes[i].path, 0666) < 0) {
+                        jail_failed("creating", nodes[i].path);
                         return -1;
-        if (p->kvm && (mknod("/dev/kvm", S_IFCHR | 0600, makedev(10, 232)) < 0 ||
-                       chown("/dev/kvm", p->uid, p->uid) < 0))
+                }
+        if (p->kvm && (mknod("dev/kvm", S_IFCHR | 0600, makedev(10, 232)) < 0 ||
+                       chown("dev/kvm", p->uid, p->uid) < 0)) {
+                jail_failed("creating", "dev/kvm");
                 return -1;
-        /* nothing else is writable: the tmpfs goes read-only too (device nodes still work) */
-        return mount(NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-                     "mode=0755,size=16k,nr_inodes=16");
+        }
+        for (const char *e = p->jail; *e; e += strlen(e) + 1)
+                if (bind_in(e[0], e + 1) < 0) {
+                        jail_failed("binding", e + 1);
+                        return -1;
+                }
+        if (mount("proc", "proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "subset=pid,hidepid=invisible") < 0) {
+                jail_failed("mounting", "/proc");
+                return -1;
+        }
+        /* the old root stacks on "." and is then detached: nothing of the host remains */
+        if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {
+                jail_failed("pivot_root into its root", NULL);
+                return -1;
+        }
+        /* nothing is writable: the root goes read-only too (device nodes still work) */
+        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0) {
+                jail_failed("making its root read-only", NULL);
+                return -1;
+        }
+        return 0;
 }
 
 /* After clone, before exec: async-signal-safe calls only (the pool thread may be
@@ -119,8 +208,10 @@ static void child_exec(const child_plan *p)
         /* raw syscalls: glibc's setxid would signal threads that exist only in the
          * parent; a uid change from root clears every capability */
         if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
-            syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
+            syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0) {
+                jail_failed("switching to its uid", NULL);
                 return;
+        }
         struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
         struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
         if (syscall(SYS_capset, &hdr, data) < 0)
@@ -128,6 +219,7 @@ static void child_exec(const child_plan *p)
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return;
         execve(p->bin, p->argv, envp);
+        jail_failed("executing", p->bin);
 }
 
 /* clone3 with a pidfd and the jail's namespaces, born into the v2 cgroup if any. */
@@ -219,9 +311,9 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         if ((r = cg_join_open(&v->cg, &join, err)) < 0)
                 goto out;
         child_plan plan = {
-                .bin = h->hypervisor, .argv = argv,
+                .bin = h->exec_path, .argv = argv,
                 .fds = { devnull, devnull, ep[1], sp[1], files[0], files[1], files[2] },
-                .kvm = h->kvm, .uid = h->qemu_uid, .v1_tasks = join.v1_tasks,
+                .kvm = h->kvm, .uid = h->vmm_uid, .v1_tasks = join.v1_tasks, .jail = h->jail,
         };
         pid_t pid = spawn(&plan, join.v2_dirfd, &v->pidfd);
         if (pid < 0) {

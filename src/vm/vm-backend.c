@@ -29,23 +29,34 @@
 #define BOOT_ALLOWANCE_TCG_MS   90000u
 /* How long the agent may take to report after the program's time is up. */
 #define REPORT_GRACE_MS         10000u
+/* What receive() takes from one VM per event-loop turn, as the namespace backend
+ * bounds its reads: a guest that floods the channel (it is hostile) gets its share of
+ * the loop and no more; the rest waits in the socket (level-triggered) for the next
+ * turn, after every other connection, execution and timer had theirs. 1 MiB is 16 of
+ * the agent's 64 KiB output frames; the frame count bounds a stream of tiny ones. */
+#define RECEIVE_BUDGET_BYTES    (1u << 20)
+#define RECEIVE_BUDGET_FRAMES   1024u
 
-enum { TAG_CHAN = 1, TAG_PIDFD, TAG_TIMER };
+enum { TAG_CHAN = 1, TAG_PIDFD, TAG_TIMER, TAG_SPAWNED };
 
 struct vm_backend {
         vm_host host;
         vm_pool *pool;
+        vm_spawner *spawner;    /* cold starts, when the pool has none */
 };
 
 struct vm_exec {
         vm_instance vm;
         bool have_vm;
         bool pooled;
+        vm_spawn_job *job;      /* a cold start under way */
+        int job_fd;
         int timer_fd;
         uint8_t *out;           /* frames still to send */
         size_t out_len, out_off;
         bool out_armed;         /* EPOLLOUT is on */
         bool got_exit;
+        bool hv_exited;         /* the hypervisor is gone: what it wrote is still read */
         hxp_exit ex;
 };
 
@@ -185,6 +196,11 @@ static void finish(hxs_exec *x)
         res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);
         res->stderr_data = capbuf_steal(&x->err, &res->stderr_len);
         x->done = true;
+        if (vx->job) {
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->job_fd, NULL);
+                vm_spawn_job_abandon(vx->job);
+                vx->job = NULL;
+        }
         /* one VM, one execution: it goes now, whatever the agent does next */
         if (vx->have_vm) {
                 (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->vm.chan, NULL);
@@ -194,13 +210,26 @@ static void finish(hxs_exec *x)
         }
 }
 
+/* The VM is there: its channel and its process join the execution's events. */
+static int watch_vm(hxs_exec *x)
+{
+        struct vm_exec *vx = x->vm;
+        vx->have_vm = true;
+        vx->out_armed = true;
+        int r;
+        if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.chan, EPOLLIN | EPOLLOUT, TAG_CHAN)) < 0 ||
+            (r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.pidfd, EPOLLIN, TAG_PIDFD)) < 0)
+                return r;
+        return 0;
+}
+
 static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 {
         struct vm_backend *b = e->vm;
         struct vm_exec *vx = calloc(1, sizeof(*vx));
         if (!vx)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
-        vx->timer_fd = -1;
+        vx->timer_fd = vx->job_fd = -1;
         x->vm = vx;
         clock_gettime(CLOCK_MONOTONIC, &x->started);
         int r = build_request(x, err);
@@ -209,24 +238,51 @@ static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         uint32_t ram = hxs_request_memory_mb(x->req) + VM_OVERHEAD_MB;
         if (b->pool && vm_pool_take(b->pool, ram, &vx->vm) == 0) {
                 vx->pooled = true;
+                if ((r = watch_vm(x)) < 0)
+                        return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         } else {
-                r = vm_spawn(&b->host, ram, &vx->vm, err);
+                /* booted by a thread: the loop goes on meanwhile, the boot counts
+                 * against the execution's time (the allowance below) */
+                r = vm_spawner_submit(b->spawner, ram, &vx->job, &vx->job_fd, err);
                 if (r < 0)
                         return r;
+                if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->job_fd, EPOLLIN, TAG_SPAWNED)) < 0)
+                        return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         }
-        vx->have_vm = true;
         uint64_t limit = (uint64_t)hxs_request_timeout_s(x->req) * 1000 + REPORT_GRACE_MS;
         if (!vx->pooled)
                 limit += b->host.kvm ? BOOT_ALLOWANCE_KVM_MS : BOOT_ALLOWANCE_TCG_MS;
         vx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         if (vx->timer_fd < 0 || timerfd_arm_ms(vx->timer_fd, limit) < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, -errno, "timerfd: %s", strerror(errno));
-        vx->out_armed = true;
-        if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.chan, EPOLLIN | EPOLLOUT, TAG_CHAN)) < 0 ||
-            (r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->vm.pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
-            (r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->timer_fd, EPOLLIN, TAG_TIMER)) < 0)
+        if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->timer_fd, EPOLLIN, TAG_TIMER)) < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         return 0;
+}
+
+/* The cold start is done: the VM, or why there is none. False when the execution is
+ * over. */
+static bool spawned(hxs_exec *x)
+{
+        struct vm_exec *vx = x->vm;
+        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->job_fd, NULL);
+        hxs_error err = { 0 };
+        int r = vm_spawn_job_take(vx->job, &vx->vm, &err);
+        if (r == -EAGAIN) /* cannot happen: the fd is written once it is done */
+                return epoll_set(x->epfd, EPOLL_CTL_ADD, vx->job_fd, EPOLLIN, TAG_SPAWNED) == 0;
+        vx->job = NULL;
+        vx->job_fd = -1;
+        if (r < 0) {
+                x->setup_failed = true;
+                x->setup_error = err;
+                return false;
+        }
+        r = watch_vm(x);
+        if (r < 0) {
+                set_failure(x, "epoll: ", strerror(-r));
+                return false;
+        }
+        return true;
 }
 
 static void send_pending(hxs_exec *x)
@@ -253,11 +309,13 @@ static void send_pending(hxs_exec *x)
         vx->out_len = vx->out_off = 0;
 }
 
-/* Frames from the agent. Returns true when the execution is over. */
+/* Frames from the agent, at most one budget's worth. Returns true when the execution
+ * is over. */
 static bool receive(hxs_exec *x)
 {
         struct vm_exec *vx = x->vm;
-        for (;;) {
+        size_t bytes = 0;
+        for (unsigned frames = 0; frames < RECEIVE_BUDGET_FRAMES && bytes < RECEIVE_BUDGET_BYTES; frames++) {
                 hxp_frame f;
                 int r = vm_read_frame(&vx->vm, &f);
                 if (r == 0)
@@ -267,6 +325,7 @@ static bool receive(hxs_exec *x)
                                 set_failure(x, "the microVM's agent sent a malformed frame", "");
                         return true;
                 }
+                bytes += HXP_HEADER_SIZE + f.len;
                 switch (f.type) {
                 case HXP_READY:
                         break;
@@ -299,34 +358,43 @@ static bool receive(hxs_exec *x)
                         return true;
                 }
         }
+        return false; /* budget spent: the channel is still readable, the loop comes back */
 }
 
 static int vm_process(hxs_exec *x)
 {
+        struct vm_exec *vx = x->vm;
         struct epoll_event evs[4];
         int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
-        bool over = false, hv_exited = false;
+        bool over = false, readable = false;
         for (int i = 0; i < n; i++) {
                 switch (evs[i].data.u64) {
                 case TAG_TIMER:
                         x->timed_out = true;
                         over = true;
                         break;
+                case TAG_SPAWNED:
+                        if (!spawned(x))
+                                over = true;
+                        break;
                 case TAG_PIDFD:
-                        hv_exited = true;
+                        /* what it wrote before it went is read below, a budget per turn (the
+                         * socket holds a bounded amount once its writer is gone), then the
+                         * end of the stream ends the execution */
+                        vx->hv_exited = true;
+                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->vm.pidfd, NULL);
+                        readable = true;
                         break;
                 case TAG_CHAN:
                         if (evs[i].events & EPOLLOUT)
                                 send_pending(x);
                         if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-                                over |= receive(x);
+                                readable = true;
                         break;
                 }
         }
-        if (hv_exited && !over) {
-                (void)receive(x); /* what it said before it went, then the end */
-                over = true;
-        }
+        if (readable && !over)
+                over = receive(x);
         if (over && !x->done)
                 finish(x);
         return 0;
@@ -343,6 +411,7 @@ static void vm_release(hxs_exec *x)
         struct vm_exec *vx = x->vm;
         if (!vx)
                 return;
+        vm_spawn_job_abandon(vx->job);
         if (vx->have_vm)
                 vm_destroy(&vx->vm);
         if (vx->timer_fd >= 0)
@@ -361,6 +430,8 @@ static int vm_init(hxs_engine *e, hxs_error *err)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->vm = b;
         int r = vm_host_init(&b->host, &e->cfg, e->kind, err);
+        if (r == 0)
+                r = vm_spawner_new(&b->host, &b->spawner, err);
         if (r < 0)
                 return r;
         return vm_pool_new(&b->host, e->cfg.vm_pool_size, e->cfg.vm_pool_memory_mb,
@@ -372,6 +443,7 @@ static void vm_fini(hxs_engine *e)
         if (!e->vm)
                 return;
         vm_pool_free(e->vm->pool);
+        vm_spawner_free(e->vm->spawner);
         free(e->vm);
         e->vm = NULL;
 }

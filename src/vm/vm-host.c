@@ -183,6 +183,11 @@ static int need_file(const char *dir, const char *name, char *out, size_t size, 
         return 0;
 }
 
+uint32_t vm_vmm_uid(const hxs_config *cfg, hxs_backend_kind kind)
+{
+        return cfg->uid_base + (kind == HXS_BACKEND_FIRECRACKER ? VM_FIRECRACKER_UID : VM_QEMU_UID);
+}
+
 int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_error *err)
 {
         memset(h, 0, sizeof(*h));
@@ -222,6 +227,8 @@ int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_e
                 return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENODEV, "SANDBOX_BACKEND",
                                       "SANDBOX_BACKEND: firecracker needs KVM (%s)", why);
         h->tsc_khz = host_tsc_khz();
-        h->qemu_uid = cfg->uid_base + VM_QEMU_UID;
+        h->vmm_uid = vm_vmm_uid(cfg, kind);
+        if (kind != HXS_BACKEND_FIRECRACKER)
+                return vm_qemu_jail_files(h, err);
         return 0;
 }

@@ -91,24 +91,32 @@ void vm_destroy(vm_instance *v)
                 vm_firecracker_cleanup(v);
         free(v->rbuf);
         v->rbuf = NULL;
-        v->rlen = v->rskip = 0;
+        v->rlen = v->roff = 0;
         v->pid = -1;
 }
 
+/* The buffer holds rbuf[roff..rlen): frames are parsed where they lie and roff moves
+ * past them, so a frame costs its own size. Only the incomplete rest is moved to the
+ * front, just before a read: every byte is moved at most once. */
 int vm_read_frame(vm_instance *v, hxp_frame *ret)
 {
-        if (v->rskip) {
-                memmove(v->rbuf, v->rbuf + v->rskip, v->rlen - v->rskip);
-                v->rlen -= v->rskip;
-                v->rskip = 0;
-        }
+        bool have_read = false;
         for (;;) {
-                long n = hxp_parse(v->rbuf, v->rlen, ret);
+                long n = hxp_parse(v->rbuf + v->roff, v->rlen - v->roff, ret);
                 if (n < 0)
                         return -EBADMSG;
                 if (n > 0) {
-                        v->rskip = (size_t)n;
+                        v->roff += (size_t)n;
                         return 1;
+                }
+                if (have_read)
+                        return 0; /* one read per call: the caller decides whether to go on */
+                if (v->roff == v->rlen) {
+                        v->roff = v->rlen = 0;
+                } else if (v->roff > 0) {
+                        memmove(v->rbuf, v->rbuf + v->roff, v->rlen - v->roff);
+                        v->rlen -= v->roff;
+                        v->roff = 0;
                 }
                 if (v->rlen == HXP_FRAME_MAX)
                         return -EBADMSG; /* cannot happen: a valid header fits its frame */
@@ -123,6 +131,7 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret)
                         return errno == ECONNRESET ? -EPIPE : -errno;
                 }
                 v->rlen += (size_t)got;
+                have_read = true;
         }
 }
 
@@ -159,7 +168,7 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_siz
                                          (int)(f.len > 300 ? 300 : f.len), (const char *)f.payload);
                                 return -EPROTO;
                         }
-                        continue; /* a stale frame */
+                        /* a stale frame: skipped, but a stream of them does not stop the clock */
                 }
                 if (r < 0) {
                         snprintf(err_text, err_size, r == -EBADMSG ? "the guest agent sent a malformed frame"
@@ -175,6 +184,8 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_siz
                         snprintf(err_text, err_size, "the microVM's agent was not ready after %d ms", timeout_ms);
                         return -ETIMEDOUT;
                 }
+                if (r > 0)
+                        continue;
                 struct pollfd pfd[2] = { { .fd = v->chan, .events = POLLIN },
                                          { .fd = v->pidfd, .events = POLLIN } };
                 if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)

@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -23,8 +24,21 @@
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
 #define VM_OVERHEAD_MB    128u
-/* The uid QEMU runs as: SANDBOX_UID_BASE + this (no sandbox or template uses it). */
-#define VM_QEMU_UID       3000u
+/*
+ * Host uids, SANDBOX_UID_BASE + these: one per role, so that nothing compromised in
+ * one role runs as another's uid (a uid can ptrace, signal and spend the per-user
+ * kernel budgets of its own processes). The one place they are all listed:
+ *      +0      a sandbox's root (its user namespace maps 0 here)
+ *      +1000   the "sandbox" user programs run as (NS_SANDBOX_UID)
+ *      +2000   warm templates (NS_TEMPLATE_UID, src/ns/ns.h)
+ *      +3000   the package downloader (NS_FETCH_UID, src/ns/ns.h)
+ *      +3001   QEMU (VM_QEMU_UID)
+ *      +3002   Firecracker (VM_FIRECRACKER_UID)
+ * Every QEMU shares +3001 (and every Firecracker +3002): each is PID 1 of a pid
+ * namespace of its own, so none can see another to ptrace or signal it.
+ */
+#define VM_QEMU_UID         3001u
+#define VM_FIRECRACKER_UID  3002u
 /* The virtio-serial port name the agent looks for (kernel parameter hexr.port). */
 #define VM_PORT_NAME      "org.hexr.agent.0"
 
@@ -37,8 +51,12 @@ typedef struct vm_host {
         char rootfs[300];               /* image dir: rootfs.ext4 */
         bool kvm;                       /* -accel kvm (else TCG) */
         unsigned long tsc_khz;          /* for tsc_early_khz under TCG; 0 if unknown */
-        uint32_t qemu_uid;              /* host uid for QEMU without KVM */
+        uint32_t vmm_uid;               /* host uid of the hypervisor: VM_QEMU_UID or VM_FIRECRACKER_UID */
         char state_dir[256];            /* Firecracker jails live below */
+        /* QEMU only: what its jail holds (qemu-jail.c) */
+        char exec_path[PATH_MAX];       /* QEMU_BIN with links resolved: executed in the jail */
+        char jail[16384];               /* "<type><host path>\0"..., "\0": 'f' a file, 'd' a directory */
+        size_t jail_len;
 } vm_host;
 
 /* One VM, from spawn to destruction. */
@@ -52,8 +70,8 @@ typedef struct vm_instance {
         struct timespec spawned;
         /* incoming frames */
         uint8_t *rbuf;                  /* HXP_FRAME_MAX bytes */
-        size_t rlen;
-        size_t rskip;                   /* the frame handed out last, dropped on the next read */
+        size_t rlen;                    /* bytes in rbuf */
+        size_t roff;                    /* where the next frame starts: rbuf[roff..rlen) is unparsed */
         /* the hypervisor's cgroups (vm-cgroup.c) */
         cg_exec cg;
         bool have_cg;
@@ -66,6 +84,8 @@ typedef struct vm_instance {
 /* Fills h from cfg: image files present, hypervisor executable, accelerator usable.
  * -errno with err naming the setting that is wrong. */
 int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_error *err);
+/* The host uid the hypervisor of this backend runs as (see the uid layout above). */
+uint32_t vm_vmm_uid(const hxs_config *cfg, hxs_backend_kind kind);
 /* Is /dev/kvm there and answering KVM_GET_API_VERSION? (errno-style reason in why) */
 bool vm_kvm_usable(char *why, size_t why_size);
 
@@ -76,9 +96,11 @@ bool vm_kvm_usable(char *why, size_t why_size);
 int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *ret, hxs_error *err);
 /* Kills the hypervisor, reaps it, closes everything, removes what it left. Idempotent. */
 void vm_destroy(vm_instance *v);
-/* Reads what is there. 1 with a frame in *ret (valid until the next call), 0 when
- * nothing complete is there yet, -EPIPE at end of stream, -EBADMSG for a frame that
- * is not valid (the guest is not trusted: the caller destroys the VM). */
+/* The next frame: 1 with a frame in *ret (valid until the next call), 0 when nothing
+ * complete is there yet (at most one read() per call, so a caller that loops decides
+ * how much it takes per turn), -EPIPE at end of stream, -EBADMSG for a frame that is
+ * not valid (the guest is not trusted: the caller destroys the VM). Costs the frame's
+ * own size, whatever else is buffered. */
 int vm_read_frame(vm_instance *v, hxp_frame *ret);
 /* Blocking: waits up to timeout_ms for READY with the right nonce (the pool's
  * thread). 0, -ETIMEDOUT, -EPIPE (the VM died; err_text gets its stderr). */
@@ -97,8 +119,27 @@ void vm_cgroup_destroy(vm_instance *v);
 /* ---- drivers ------------------------------------------------------------------ */
 
 int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err);
+/* Fills h->exec_path and h->jail: the host files QEMU's jail binds (qemu-jail.c). */
+int vm_qemu_jail_files(vm_host *h, hxs_error *err);
 int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err);
 void vm_firecracker_cleanup(vm_instance *v);
+
+/* ---- cold starts off the event loop (vm-spawner.c) ---------------------------- */
+
+typedef struct vm_spawner vm_spawner;
+typedef struct vm_spawn_job vm_spawn_job;
+
+int vm_spawner_new(const vm_host *h, vm_spawner **ret, hxs_error *err);
+/* Waits for the starts under way (their VMs are destroyed). NULL is fine. */
+void vm_spawner_free(vm_spawner *s);
+/* Queues the start of a VM of ram_mb. *ret_fd (the job's) becomes readable when it is
+ * done; then vm_spawn_job_take, or else vm_spawn_job_abandon. */
+int vm_spawner_submit(vm_spawner *s, uint32_t ram_mb, vm_spawn_job **ret, int *ret_fd, hxs_error *err);
+/* Once the fd was readable: 0 with the VM moved into *ret, or vm_spawn's -errno with
+ * err filled; the job is freed either way. -EAGAIN (and nothing freed) if not done. */
+int vm_spawn_job_take(vm_spawn_job *j, vm_instance *ret, hxs_error *err);
+/* The execution ended first: the VM is destroyed as soon as it exists. NULL is fine. */
+void vm_spawn_job_abandon(vm_spawn_job *j);
 
 /* ---- pool (vm-pool.c) --------------------------------------------------------- */
 

@@ -19,26 +19,24 @@
  *   exit-after-start        exits with a message on stderr after InstanceStart
  *   bad-ok                  answers CONNECT with "OK garbage"
  *   symlink                 /run/v.sock is a symlink to the real socket
+ *   hold-api                accepts the API connection and never answers
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
-#include "proto/proto.h"
+#include "fake-agent.h"
 
 static char mode[64] = "ok";
 static bool have_boot, have_drive, have_machine, have_vsock;
@@ -50,20 +48,6 @@ static void die(const char *what)
 {
         fprintf(stderr, "fake-firecracker: %s: %s\n", what, strerror(errno));
         exit(1);
-}
-
-static void write_all(int fd, const void *p, size_t n)
-{
-        const char *c = p;
-        while (n > 0) {
-                ssize_t w = write(fd, c, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        die("write");
-                c += w;
-                n -= (size_t)w;
-        }
 }
 
 /* ---- API ------------------------------------------------------------------------------ */
@@ -157,14 +141,14 @@ static void answer(int fd, int status, const char *fault)
         if (!fault) {
                 int n = snprintf(buf, sizeof(buf), "HTTP/1.1 %d \r\nServer: Firecracker API\r\n"
                                  "Connection: keep-alive\r\n\r\n", status);
-                write_all(fd, buf, (size_t)n);
+                fake_write_all(fd, buf, (size_t)n);
                 return;
         }
         json_t *j = json_pack("{s:s}", "fault_message", fault);
         char *body = json_dumps(j, JSON_COMPACT);
         int n = snprintf(buf, sizeof(buf), "HTTP/1.1 %d \r\nServer: Firecracker API\r\nContent-Type: "
                          "application/json\r\nContent-Length: %zu\r\n\r\n%s", status, strlen(body), body);
-        write_all(fd, buf, (size_t)n);
+        fake_write_all(fd, buf, (size_t)n);
         free(body);
         json_decref(j);
 }
@@ -203,7 +187,7 @@ static void serve_api(int conn)
                 }
                 if (strcmp(mode, "bad-http") == 0) {
                         static const char bad[] = "HTTP/1.1 204 \r\nContent-Length: 5\r\n\r\nhello";
-                        write_all(conn, bad, sizeof(bad) - 1);
+                        fake_write_all(conn, bad, sizeof(bad) - 1);
                         sleep(5);
                         exit(1);
                 }
@@ -261,18 +245,8 @@ static const char *open_result(const char *path, int flags)
 
 static void describe(char *out, size_t size)
 {
-        uid_t ru, eu, su;
-        gid_t rg, eg, sg;
-        getresuid(&ru, &eu, &su);
-        getresgid(&rg, &eg, &sg);
-        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct caps[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
-        syscall(SYS_capget, &hdr, caps);
-        int bounding = 0;
-        for (int c = 0; c <= 63; c++)
-                if (prctl(PR_CAPBSET_READ, c) == 1)
-                        bounding++;
-        char root[512], dev[256], ifaces[256] = "";
+        char ids[256], root[512], dev[256], ifaces[256] = "";
+        fake_ids(ids, sizeof(ids));
         list_dir("/", root, sizeof(root));
         list_dir("/dev", dev, sizeof(dev));
         struct if_nameindex *ifs = if_nameindex();
@@ -288,13 +262,10 @@ static void describe(char *out, size_t size)
                          major(st.st_rdev), minor(st.st_rdev), (unsigned)st.st_uid, st.st_mode & 07777,
                          open_result("/dev/kvm", O_RDWR));
         snprintf(out, size,
-                 "pid=%d uid=%u,%u,%u gid=%u,%u,%u groups=%d nnp=%d caps=%x,%x,%x bounding=%d root=%s dev=%s kvm=%s "
-                 "ifaces=%s rootwrite=%s imagewrite=%s runwrite=%s mem=%u vcpus=%u id=%s\n",
-                 (int)getpid(), ru, eu, su, rg, eg, sg, getgroups(0, NULL), prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
-                 caps[0].effective | caps[1].effective, caps[0].permitted | caps[1].permitted,
-                 caps[0].inheritable | caps[1].inheritable, bounding, root, dev, kvm, ifaces,
-                 open_result("/fake-write-test", O_WRONLY | O_CREAT), open_result("/rootfs.ext4", O_RDWR),
-                 open_result("/run/fake-write-test", O_WRONLY | O_CREAT), mem_mib, vcpus, vm_id);
+                 "%s root=%s dev=%s kvm=%s ifaces=%s rootwrite=%s imagewrite=%s runwrite=%s mem=%u vcpus=%u id=%s\n",
+                 ids, root, dev, kvm, ifaces, open_result("/fake-write-test", O_WRONLY | O_CREAT),
+                 open_result("/rootfs.ext4", O_RDWR), open_result("/run/fake-write-test", O_WRONLY | O_CREAT), mem_mib,
+                 vcpus, vm_id);
         unlink("/run/fake-write-test");
 }
 
@@ -323,79 +294,15 @@ static void read_line(int fd, char *buf, size_t size)
         buf[len] = '\0';
 }
 
-static void send_frame(int fd, hxp_type type, const void *p, size_t n)
+/* START: one STDOUT frame with what the jail looks like and the code, then EXIT. */
+static void on_start(int fd, const char *code, size_t code_len, bool have_run)
 {
-        uint8_t h[HXP_HEADER_SIZE];
-        if (hxp_header(h, type, n) < 0)
-                die("frame too long");
-        write_all(fd, h, sizeof(h));
-        if (n)
-                write_all(fd, p, n);
-}
-
-static void agent(int fd)
-{
-        static uint8_t buf[HXP_FRAME_MAX * 2];
-        static char out[8192], code[2048];
-        static hxp_run run;
-        size_t len = 0, code_len = 0;
-        bool have_run = false;
-        for (;;) {
-                hxp_frame f;
-                long used;
-                while ((used = hxp_parse(buf, len, &f)) == 0) {
-                        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-                        if (n <= 0)
-                                die("the host closed the vsock connection");
-                        len += (size_t)n;
-                }
-                if (used < 0) {
-                        errno = EBADMSG;
-                        die("a malformed frame from the host");
-                }
-                switch (f.type) {
-                case HXP_HELLO: {
-                        uint8_t ready[4 + 10];
-                        memcpy(ready, f.payload, 4);
-                        memcpy(ready + 4, "fake-agent", 10);
-                        send_frame(fd, HXP_READY, ready, sizeof(ready));
-                        break;
-                }
-                case HXP_RUN:
-                        have_run = hxp_run_decode(f.payload, f.len, &run) == 0;
-                        break;
-                case HXP_CODE: {
-                        size_t c = f.len < sizeof(code) - code_len ? f.len : sizeof(code) - code_len;
-                        memcpy(code + code_len, f.payload, c);
-                        code_len += c;
-                        break;
-                }
-                case HXP_STDIN:
-                        break;
-                case HXP_START: {
-                        if (!have_run) {
-                                static const char msg[] = "fake agent: no valid RUN";
-                                send_frame(fd, HXP_ERROR, msg, sizeof(msg) - 1);
-                                exit(0);
-                        }
-                        describe(out, sizeof(out));
-                        size_t n = strlen(out);
-                        n += (size_t)snprintf(out + n, sizeof(out) - n, "code=%.*s\n", (int)code_len, code);
-                        send_frame(fd, HXP_STDOUT, out, n);
-                        uint8_t ex[64];
-                        hxp_builder b;
-                        hxp_builder_init(&b, ex, sizeof(ex));
-                        hxp_put_u32(&b, HXP_EXIT_WAIT_STATUS, 0);
-                        hxp_put_u32(&b, HXP_EXIT_TIME_MS, 1);
-                        send_frame(fd, HXP_EXIT, ex, b.len);
-                        exit(0); /* the VM powers off */
-                }
-                default:
-                        break;
-                }
-                memmove(buf, buf + used, len - (size_t)used);
-                len -= (size_t)used;
-        }
+        static char out[8192];
+        (void)have_run;
+        describe(out, sizeof(out));
+        size_t n = strlen(out);
+        n += (size_t)snprintf(out + n, sizeof(out) - n, "code=%.*s\n", (int)code_len, code);
+        fake_report_and_exit(fd, out, n);
 }
 
 static void guest(void)
@@ -423,12 +330,12 @@ static void guest(void)
                         continue;
                 }
                 if (strcmp(mode, "bad-ok") == 0) {
-                        write_all(c, "OK garbage\n", 11);
+                        fake_write_all(c, "OK garbage\n", 11);
                         sleep(5);
                         exit(1);
                 }
-                write_all(c, "OK 1073741824\n", 14);
-                agent(c);
+                fake_write_all(c, "OK 1073741824\n", 14);
+                fake_agent(c, "fake-agent", on_start);
         }
 }
 
@@ -459,6 +366,9 @@ int main(int argc, char **argv)
         int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
                 die("accept");
+        if (strcmp(mode, "hold-api") == 0)
+                for (;;)
+                        pause();
         serve_api(conn);
         if (strcmp(mode, "exit-after-start") == 0) {
                 fprintf(stderr, "fake-firecracker: exiting on purpose\n");

@@ -17,15 +17,37 @@
  *    '=' and no NUL; encoding the decoded RUN again and decoding that gives the same
  *    values; likewise for EXIT;
  *  - the TLV walker never points past the payload and ends cleanly only on a record
- *    boundary.
+ *    boundary;
+ *  - the host's reader (vm_read_frame, src/vm/vm-instance.c), fed the stream in the
+ *    same chunks through a socket, gives the frames up to the first malformed one (the
+ *    host does not resynchronise: it ends the VM) and then -EBADMSG, and moves at most
+ *    as many bytes in its buffer as it was fed (memmove is wrapped and counted): a
+ *    frame costs its own size.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "proto/proto.h"
+#include "vm/vm.h"
 #include "fuzz.h"
+
+void *__real_memmove(void *dst, const void *src, size_t n);
+void *__wrap_memmove(void *dst, const void *src, size_t n);
+
+static bool counting;
+static size_t moved;
+
+void *__wrap_memmove(void *dst, const void *src, size_t n)
+{
+        if (counting)
+                moved += n;
+        return __real_memmove(dst, src, n);
+}
 
 #define MAX_FRAMES 4096
 
@@ -152,8 +174,67 @@ static size_t consume(const uint8_t *buf, size_t len, seen *out, size_t *n_out, 
         return off;
 }
 
-static seen whole[MAX_FRAMES], chunked[MAX_FRAMES];
+static seen whole[MAX_FRAMES], chunked[MAX_FRAMES], want[MAX_FRAMES], host[MAX_FRAMES];
 static uint8_t window[HXP_FRAME_MAX + 256];
+static uint8_t rbuf[HXP_FRAME_MAX];
+
+/* The frames at the start of the stream up to the first malformed one, as the host
+ * takes them; *ret_bad: whether one is malformed (rather than incomplete). */
+static size_t host_frames(const uint8_t *buf, size_t len, seen *out, bool *ret_bad)
+{
+        size_t off = 0, n = 0;
+        *ret_bad = false;
+        for (;;) {
+                hxp_frame f;
+                long r = hxp_parse(buf + off, len - off, &f);
+                if (r <= 0) {
+                        *ret_bad = r < 0;
+                        return n;
+                }
+                if (n < MAX_FRAMES)
+                        out[n++] = (seen){ f.type, f.len, fnv(f.payload, f.len) };
+                off += (size_t)r;
+        }
+}
+
+/* The stream through vm_read_frame, chunk by chunk. */
+static void check_host_reader(const uint8_t *stream, size_t len, size_t chunk)
+{
+        bool bad;
+        size_t n_want = host_frames(stream, len, want, &bad);
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+        vm_instance v = { .chan = sv[1], .rbuf = rbuf };
+        size_t fed = 0, n_got = 0;
+        int r = 0;
+        moved = 0;
+        while (r >= 0) {
+                if (fed < len) {
+                        size_t n = len - fed < chunk ? len - fed : chunk;
+                        CHECK(write(sv[0], stream + fed, n) == (ssize_t)n);
+                        fed += n;
+                } else if (r == 0) {
+                        break;
+                }
+                hxp_frame f;
+                counting = true;
+                while ((r = vm_read_frame(&v, &f)) > 0) {
+                        CHECK(n_got < n_want || n_want == MAX_FRAMES);
+                        if (n_got < MAX_FRAMES)
+                                host[n_got] = (seen){ f.type, f.len, fnv(f.payload, f.len) };
+                        n_got++;
+                }
+                counting = false;
+                CHECK(r == 0 || r == -EBADMSG);
+        }
+        CHECK(moved <= fed);
+        CHECK((r == -EBADMSG) == bad);
+        CHECK(n_got == n_want || n_want == MAX_FRAMES);
+        for (size_t i = 0; i < n_want && i < n_got; i++)
+                CHECK(host[i].type == want[i].type && host[i].len == want[i].len && host[i].hash == want[i].hash);
+        close(sv[0]);
+        close(sv[1]);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -182,5 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < n_whole; i++)
                 CHECK(whole[i].type == chunked[i].type && whole[i].len == chunked[i].len &&
                       whole[i].hash == chunked[i].hash);
+
+        check_host_reader(stream, len, chunk);
         return 0;
 }

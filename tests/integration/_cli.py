@@ -30,6 +30,7 @@ __all__ = [
     "CLI_PIDS", "ExecResult", "check_isolation", "require_isolation", "run_exec", "sandbox_bin",
     "state_dir", "uid_base", "sandbox_host_uids", "engine_cgroup_parents", "leftover_cgroups",
     "host_mounts_under", "leaked_sandbox_processes", "processes_with", "wait_until",
+    "pids_named", "proc_status", "cgroup_dirs", "sandbox_init_of", "engine_cgroup_owner",
 ]
 
 CG_ROOT = "/sys/fs/cgroup"
@@ -178,6 +179,79 @@ def processes_with(marker: str) -> List[str]:
         if needle in cmd:
             found.append("%s: %s" % (pid, cmd.replace(b"\0", b" ").decode(errors="replace")[:200]))
     return found
+
+
+def pids_named(marker: str) -> List[int]:
+    """Host processes whose argv[0] is exactly marker (a program that exec'd itself
+    under that name). Unlike processes_with(), this never matches the CLI that carries
+    the marker somewhere in its code argument."""
+    needle = marker.encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            argv = (read_proc("/proc/%s/cmdline" % pid, "rb") or b"").split(b"\0")
+            if argv[0] == needle:
+                found.append(int(pid))
+    return found
+
+
+def proc_status(pid: int) -> Dict[str, str]:
+    """/proc/<pid>/status as {field: value}; empty when the process is gone."""
+    out: Dict[str, str] = {}
+    for line in (read_proc("/proc/%d/status" % pid) or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key] = value.strip()
+    return out
+
+
+def cgroup_dirs(pid: int) -> Dict[str, str]:
+    """The host directories of a process's cgroups: controller -> directory, and "" for
+    its cgroup v2 one (under /sys/fs/cgroup/unified on a hybrid host)."""
+    v2_root = CG_ROOT if os.path.exists(os.path.join(CG_ROOT, "cgroup.controllers")) else CG_ROOT + "/unified"
+    out: Dict[str, str] = {}
+    for line in (read_proc("/proc/%d/cgroup" % pid) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[1] == "":
+            out[""] = v2_root + parts[2]
+        for ctrl in parts[1].split(","):
+            if ctrl and not ctrl.startswith("name="):
+                out[ctrl] = "%s/%s%s" % (CG_ROOT, ctrl, parts[2])
+    if "" in out and v2_root == CG_ROOT:  # pure v2: every controller lives in the one tree
+        for ctrl in ("memory", "pids", "cpu"):
+            out.setdefault(ctrl, out[""])
+    return out
+
+
+def engine_cgroup_owner(pid: int) -> Optional[int]:
+    """The pid of the engine (CLI or service) whose execution cgroup pid is in."""
+    owner = _engine_cgroup_of(str(pid))
+    return owner[0] if owner else None
+
+
+def sandbox_init_of(pid: int) -> Optional[int]:
+    """The host pid of PID 1 of the pid namespace pid runs in: the nearest ancestor
+    that is pid 1 in its own namespace, which must be pid's namespace."""
+    try:
+        ns = os.readlink("/proc/%d/ns/pid" % pid)
+    except OSError:
+        return None
+    cur = pid
+    for _ in range(64):
+        st = proc_status(cur)
+        nspid = st.get("NSpid", "").split()
+        if len(nspid) >= 2 and nspid[-1] == "1":
+            try:
+                return cur if os.readlink("/proc/%d/ns/pid" % cur) == ns else None
+            except OSError:
+                return None
+        ppid = int(st.get("PPid", "0") or 0)
+        if ppid <= 1:
+            return None
+        cur = ppid
+    return None
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.1) -> T:

@@ -268,7 +268,9 @@ def _engine_cgroups():
 
 
 def _pgrep(marker):
-    return subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout.split()
+    """Processes whose command line starts with marker: the sandbox's sleepers (exec -a),
+    not the CLI, whose -c argument also contains it."""
+    return subprocess.run(["pgrep", "-f", "^" + marker], capture_output=True).stdout.split()
 
 
 def test_sigkill_of_the_cli_kills_the_sandbox_and_next_start_sweeps(tmp_path):
@@ -279,7 +281,7 @@ def test_sigkill_of_the_cli_kills_the_sandbox_and_next_start_sweeps(tmp_path):
     deadline = time.time() + 20
     while time.time() < deadline and len(_pgrep(marker)) < 2:
         time.sleep(0.05)
-    assert len(_pgrep(marker)) >= 2, "the sandbox did not start its sleepers"
+    assert len(_pgrep(marker)) == 2, "the sandbox did not start its two sleepers: %s" % _pgrep(marker)
     mine = [c for c in _engine_cgroups() if c.startswith(f"s{proc.pid}.")]
     assert mine, "the execution's cgroup should exist while it runs"
     proc.send_signal(signal.SIGKILL)

@@ -4,13 +4,22 @@ Everything goes through `hexr-sandbox exec --json` (binary from $HEXR_SANDBOX_BI
 default build/hexr-sandbox), in every language where the attack applies (python,
 javascript, bash). Before the first test, the canary (tests/security/canary.py) checks
 that the sandbox isolates at all; if not, the session stops before any attack code
-runs. After the last test, a module finalizer checks that the runs left nothing on the
-host: no execution cgroup of our CLI processes, no mount under STATE_DIR, no process
-of the sandbox uid range.
+runs. After every test, and again after the last one, a check that the runs left
+nothing on the host: no execution cgroup of the test's CLI processes, no mount under
+STATE_DIR, no process of the sandbox uid range. It runs after every test because each
+new engine sweeps the cgroups of dead predecessors: a check only at the end would see
+the last run's leftovers and nobody else's. Every CLI run must also exit with the
+program's exit code and print no sanitizer report (canary.run_exec checks both).
 
-One test goes through the service instead (fixture `service_url` of conftest.py):
-`exec` is always cold, and only the service runs Python from warm templates, whose
-programs are not exec'ed, so close-on-exec protects nothing there.
+A few properties are only visible from the host, and are read there while a program
+runs (it exec's a `sleep` named after a marker, which the test then ends): the
+execution cgroup's limits (memory, no swap, CPU share, pids) and PID 1's own
+no_new_privs, seccomp mode and capabilities.
+
+A few tests go through the service instead (fixtures of conftest.py): `exec` is always
+cold, and only the service runs Python from warm templates, whose programs are not
+exec'ed (so close-on-exec protects nothing there), and whose sandboxes are cloned by
+the template rather than by the engine.
 
 Host-side resources are only ever our own: listeners this test opens on 127.0.0.1 and
 in the abstract unix namespace, a `sleep` it starts, secret files it creates (and
@@ -23,19 +32,21 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
-from typing import Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-from _cli import (CLI_PIDS, ExecResult, engine_cgroup_parents, host_mounts_under,
-                  leaked_sandbox_processes, leftover_cgroups, processes_with,
-                  require_isolation, run_exec, state_dir, wait_until)
+from _cli import (CLI_PIDS, ExecResult, cgroup_dirs, engine_cgroup_owner, engine_cgroup_parents,
+                  host_mounts_under, leaked_sandbox_processes, leftover_cgroups, pids_named,
+                  proc_status, processes_with, read_proc, require_isolation, run_exec,
+                  sandbox_init_of, state_dir, wait_until)
 
 LANGS = ["python", "javascript", "bash"]
 MAIN_FILE = {"python": "/code/main.py", "javascript": "/code/main.js", "bash": "/code/main.sh"}
@@ -84,14 +95,11 @@ def sh_words(items: List[str]) -> str:
     return " ".join(shlex.quote(i) for i in items)
 
 
-# ---- canary first, leak checks last ------------------------------------------------------
+# ---- canary first, leak checks after every test and at the end ------------------------------
 
 
-@pytest.fixture(scope="module", autouse=True)
-def canary_and_leftovers() -> Iterator[None]:
-    require_isolation()  # pytest.exit()s the session if the sandbox does not isolate
-    yield
-    ours = set(CLI_PIDS)
+def leftovers_of(ours: set) -> List[str]:
+    """What the CLI processes `ours` left on the host."""
     problems = []
     if not wait_until(lambda: not leftover_cgroups(ours), timeout=5.0):
         problems.append("execution cgroups left behind: %s" % leftover_cgroups(ours))
@@ -101,7 +109,27 @@ def canary_and_leftovers() -> Iterator[None]:
     if not wait_until(lambda: not leaked_sandbox_processes(ours), timeout=5.0):
         problems.append("processes of the sandbox uid range left behind: %s"
                         % leaked_sandbox_processes(ours))
+    return problems
+
+
+@pytest.fixture(scope="module", autouse=True)
+def canary_and_leftovers() -> Iterator[None]:
+    require_isolation()  # pytest.exit()s the session if the sandbox does not isolate
+    yield
+    problems = leftovers_of(set(CLI_PIDS))
     assert not problems, "; ".join(problems)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers_after_each_test(canary_and_leftovers: None) -> Iterator[None]:
+    """Checked right after the test, before the next CLI's start-up sweep of dead
+    engines' cgroups can erase what this test's runs left."""
+    before = set(CLI_PIDS)
+    yield
+    ours = set(CLI_PIDS) - before
+    if ours:
+        problems = leftovers_of(ours)
+        assert not problems, "after this test's %d CLI run(s): %s" % (len(ours), "; ".join(problems))
 
 
 # ---- read-only root, writable capped scratch ----------------------------------------------
@@ -138,7 +166,11 @@ const res = {};
 for (const p of FILES) { try { fs.appendFileSync(p, 'x'); res['write ' + p] = 'ok'; } catch (e) { res['write ' + p] = e.code; } }
 for (const p of DIRS) { try { fs.mkdirSync(p); res['mkdir ' + p] = 'ok'; } catch (e) { res['mkdir ' + p] = e.code; } }
 for (const p of UNLINK) { try { fs.unlinkSync(p); res['unlink ' + p] = 'ok'; } catch (e) { res['unlink ' + p] = e.code; } }
-console.log(JSON.stringify(res));
+// per-mount options of the last mount on each path (Node has no statvfs)
+const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter(Boolean).map((l) => l.split(' '));
+const opts = {};
+for (const p of MOUNTS) { opts[p] = null; for (const f of mounts) if (f[4] === p) opts[p] = f[5]; }
+console.log(JSON.stringify({ errors: res, opts }));
 ''',
     "bash": r'''
 for p in FILES; do
@@ -151,7 +183,7 @@ for p in UNLINK; do
   if msg=$(rm -f "$p" 2>&1); then echo "unlink $p	ok"; else echo "unlink $p	$msg"; fi
 done
 for p in MOUNTS; do
-  opts=$(awk -v p="$p" '$5 == p { split($6, o, ","); print o[1] }' /proc/self/mountinfo | tail -n 1)
+  opts=$(awk -v p="$p" '$5 == p { print $6 }' /proc/self/mountinfo | tail -n 1)
   echo "mount $p	$opts"
 done
 ''',
@@ -165,39 +197,58 @@ RO_MOUNTS = ["/", "/usr", "/dev", "/etc/ssl"]
 RW_MOUNTS = ["/tmp", "/home/sandbox", "/dev/shm"]
 
 
-@pytest.mark.parametrize("lang", LANGS)
-def test_root_filesystem_is_read_only(lang: str) -> None:
+def ro_code(lang: str) -> str:
     files = RO_FILES + [MAIN_FILE[lang]]
     unlink = RO_UNLINK + [MAIN_FILE[lang]]
-    mounts = RO_MOUNTS + RW_MOUNTS
-    code = RO_CODE[lang]
-    ro = None
+    words = sh_words if lang == "bash" else json.dumps
+    code = RO_CODE[lang].replace("FILES", words(files)).replace("DIRS", words(RO_DIRS))
+    return code.replace("UNLINK", words(unlink)).replace("MOUNTS", words(RO_MOUNTS + RW_MOUNTS))
+
+
+def flags_from_options(opts: Dict[str, str]) -> Dict[str, Dict[str, bool]]:
+    """{"ro": {mount: bool}, "nosuid": ..., "nodev": ...} from mountinfo's per-mount
+    options ("ro,nosuid,nodev,relatime")."""
+    missing = [p for p, o in opts.items() if not o]
+    assert not missing, "no mount at %s in /proc/self/mountinfo: %s" % (missing, opts)
+    return {flag: {p: flag in o.split(",") for p, o in opts.items()} for flag in ("ro", "nosuid", "nodev")}
+
+
+def assert_read_only_root(lang: str, res: ExecResult) -> None:
+    """Judges RO_CODE's output: every write failed, and the mount flags say why (the
+    sandbox user gets EACCES from root-owned paths even on a writable mount, so the
+    errors alone cannot show a missing read-only remount)."""
     if lang == "bash":
-        code = code.replace("FILES", sh_words(files)).replace("DIRS", sh_words(RO_DIRS))
-        code = code.replace("UNLINK", sh_words(unlink)).replace("MOUNTS", sh_words(mounts))
-        lines = tab_lines(run_ok(code, lang))
-        ro = {k[len("mount "):]: v == "ro" for k, v in lines.items() if k.startswith("mount ")}
+        lines = tab_lines(res)
+        flags = flags_from_options({k[len("mount "):]: v for k, v in lines.items() if k.startswith("mount ")})
         got = {k: errno_of(v) if v != "ok" else v for k, v in lines.items() if not k.startswith("mount ")}
     else:
-        code = code.replace("FILES", json.dumps(files)).replace("DIRS", json.dumps(RO_DIRS))
-        code = code.replace("UNLINK", json.dumps(unlink)).replace("MOUNTS", json.dumps(mounts))
-        got = json_out(run_ok(code, lang))
-        if lang == "python":
-            flags = got
-            got, ro = flags["errors"], flags["ro"]
-            # no setuid binary can raise privileges, no device node can be used from
-            # the writable or host-backed mounts
-            assert all(flags["nosuid"].values()), "mounts without nosuid: %s" % flags["nosuid"]
-            assert all(v for k, v in flags["nodev"].items() if k != "/dev"), \
-                "mounts without nodev: %s" % flags["nodev"]
-    if ro is not None:
-        want = {**{p: True for p in RO_MOUNTS}, **{p: False for p in RW_MOUNTS}}
-        assert ro == want, "read-only flags of the sandbox's mounts: %s" % ro
+        out = json_out(res)
+        got = out["errors"]
+        flags = out if lang == "python" else flags_from_options(out["opts"])
+    want = {**{p: True for p in RO_MOUNTS}, **{p: False for p in RW_MOUNTS}}
+    assert flags["ro"] == want, "read-only flags of the sandbox's mounts: %s" % flags["ro"]
+    # no setuid binary can raise privileges, no device node can be used from the
+    # writable or host-backed mounts
+    assert all(flags["nosuid"].values()), "mounts without nosuid: %s" % flags["nosuid"]
+    assert all(v for k, v in flags["nodev"].items() if k != "/dev"), "mounts without nodev: %s" % flags["nodev"]
+    files, unlink = RO_FILES + [MAIN_FILE[lang]], RO_UNLINK + [MAIN_FILE[lang]]
     expected_keys = ({"write " + p for p in files} | {"mkdir " + p for p in RO_DIRS}
                      | {"unlink " + p for p in unlink})
     assert set(got) == expected_keys, got
     bad = {k: v for k, v in got.items() if v not in ("EROFS", "EACCES")}
     assert not bad, "writes that did not fail with EROFS/EACCES: %s" % bad
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_root_filesystem_is_read_only(lang: str) -> None:
+    assert_read_only_root(lang, run_ok(ro_code(lang), lang))
+
+
+def test_root_filesystem_is_read_only_warm(service_url: str) -> None:
+    """The same checks in a sandbox a warm template cloned (through the service)."""
+    res = warm_exec(service_url, ro_code("python"))
+    assert res["exit_code"] == 0, res
+    assert_read_only_root("python", ExecResult(res))
 
 
 TMPFS_MB = 8
@@ -226,7 +277,8 @@ for d in ("/tmp", "/home/sandbox"):
         except OSError: pass
     st = os.statvfs(d)
     res[d + " size"] = st.f_blocks * st.f_frsize
-# one file beyond the cap (Python ignores SIGXFSZ, so RLIMIT_FSIZE shows as EFBIG)
+# one file beyond the cap: the tmpfs fills first (its size is also the file size limit,
+# which test_file_size_limit shows where a filesystem is larger)
 written, err = 0, None
 try:
     with open("/tmp/big", "wb", buffering=0) as f:
@@ -525,7 +577,8 @@ os.execv("/bin/sleep", [MARKER, "4"])
                          daemon=True)
     t.start()
     try:
-        assert wait_until(lambda: processes_with(m), timeout=10.0), "the first sandbox did not start"
+        # argv[0]: our CLI carries the marker in its code argument
+        assert wait_until(lambda: pids_named(m), timeout=10.0), "the first sandbox did not start"
         second = r'''
 import errno, json, os, socket
 cmds = []
@@ -832,6 +885,193 @@ print("survived", len(x))
     assert res.exit_code == 137 and res.oom_killed is True, res.describe()
 
 
+# RLIMIT_FSIZE is SANDBOX_TMPFS_MB, the size of /tmp and of home: there the filesystem
+# fills before a file reaches the limit. /dev/shm is a fixed 16 MiB, so with a smaller
+# SANDBOX_TMPFS_MB the limit itself answers (EFBIG, or SIGXFSZ for a program that does
+# not ignore it).
+FSIZE_MB = 4
+FSIZE_CODE = {
+    "python": r'''
+import errno, json, os, resource
+st = os.statvfs("/dev/shm")
+written, err = 0, None
+try:
+    with open("/dev/shm/big", "wb", buffering=0) as f:
+        for _ in range(8):
+            written += f.write(b"\1" * (1 << 20))
+except OSError as e:
+    err = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps({"limit": resource.getrlimit(resource.RLIMIT_FSIZE), "written": written, "err": err,
+                  "shm": st.f_blocks * st.f_frsize}))
+''',
+    "bash": r'''
+echo "limit	$(ulimit -f)"
+head -c 8M /dev/zero > /dev/shm/big 2>/dev/null; echo "rc	$?"
+echo "size	$(stat -c %s /dev/shm/big)"
+echo "shm	$(( $(stat -f -c '%b * %S' /dev/shm) ))"
+''',
+}
+
+
+@pytest.mark.parametrize("lang", ["python", "bash"])
+def test_file_size_limit(lang: str) -> None:
+    res = run_ok(FSIZE_CODE[lang], lang, settings={"SANDBOX_TMPFS_MB": str(FSIZE_MB)})
+    cap = FSIZE_MB * MiB
+    if lang == "python":
+        got = json_out(res)
+        assert got["shm"] > cap, "/dev/shm is not larger than the file size limit, nothing to see: %s" % got
+        assert got["limit"] == [cap, cap], got
+        # Python ignores SIGXFSZ: the write that would pass the limit fails with EFBIG
+        assert (got["written"], got["err"]) == (cap, "EFBIG"), got
+    else:
+        got = tab_lines(res)
+        assert int(got["shm"]) > cap, res.describe()
+        assert got["limit"] == str(cap // 1024), res.describe()  # ulimit -f counts KiB
+        # head is killed by SIGXFSZ (128 + 25) when it passes the limit
+        assert (got["rc"], got["size"]) == (str(128 + signal.SIGXFSZ), str(cap)), res.describe()
+
+
+def test_tmpfs_pages_count_as_memory() -> None:
+    """A /tmp larger than the memory limit: filling it gets the program OOM-killed at
+    the memory limit (tmpfs pages are charged to the sandbox's cgroup), not the host's
+    memory spent."""
+    code = r'''
+import os
+fd = os.open("/tmp/fill", os.O_WRONLY | os.O_CREAT, 0o600)
+chunk = b"\1" * (1 << 20)
+for mib in range(1, 301):
+    os.write(fd, chunk)
+    print("wrote", mib, flush=True)
+print("survived")
+'''
+    res = run_exec(code, "python", memory_mb=64, timeout=30, settings={"SANDBOX_TMPFS_MB": "512"})
+    assert res.exit_code == 137 and res.oom_killed is True, res.describe()
+    assert "survived" not in res.stdout, res.describe()
+    wrote = [int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("wrote ")]
+    assert wrote and 8 < wrote[-1] <= 64, "MiB written to /tmp before the kill: %s" % wrote[-1:]
+
+
+# ---- seen from the host, while the program runs ----------------------------------------------
+
+SLEEPER_CODE = r'''
+import os, sys
+print("warm" if "_hxs_zygote" in sys.modules else "cold", flush=True)
+os.execv("/bin/sleep", [MARKER, "600"])
+'''
+CG_FILES = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.swappiness", "memory.max",
+            "memory.swap.max", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.max", "pids.max"]
+
+
+def host_view(pid: int) -> Dict:
+    """What the host sees of a running sandbox program: its execution cgroups' limits
+    and its PID 1."""
+    dirs = cgroup_dirs(pid)
+    files = {}
+    for name in CG_FILES:
+        ctrl = name.split(".")[0]
+        text = read_proc(os.path.join(dirs[ctrl], name)) if ctrl in dirs else None
+        files[name] = text.strip() if text is not None else None
+    init = sandbox_init_of(pid)
+    return {"pid": pid, "owner": engine_cgroup_owner(pid), "dirs": dirs, "files": files, "init": init,
+            "init_status": proc_status(init) if init else {}}
+
+
+def run_and_view(start: Callable[[str], Dict]) -> Tuple[Dict, Dict]:
+    """start(code) runs SLEEPER_CODE and returns its result; meanwhile the host views
+    the program (a sleep named after a fresh marker), then ends it with SIGTERM."""
+    m = marker()
+    box: Dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["res"] = start(SLEEPER_CODE.replace("MARKER", json.dumps(m)))
+        except BaseException as e:  # handed to the test below
+            box["err"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: pids_named(m) or not t.is_alive(), timeout=60.0)
+        pids = pids_named(m)
+        assert len(pids) == 1, "the program did not start (or twice): %s, %s" % (pids, box)
+        view = host_view(pids[0])
+    finally:
+        for pid in pids_named(m):  # only the sleep our program became
+            os.kill(pid, signal.SIGTERM)
+        t.join(timeout=90)
+    if "err" in box:
+        raise box["err"]  # type: ignore[misc]
+    assert "res" in box, "the run did not finish after its program was ended"
+    return box["res"], view  # type: ignore[return-value]
+
+
+def host_has_swap() -> bool:
+    return len((read_proc("/proc/swaps") or "").splitlines()) > 1
+
+
+def assert_limits(view: Dict, memory_mb: int, cpus_milli: int, pids_max: int) -> None:
+    f, dirs = view["files"], view["dirs"]
+    mem = memory_mb * MiB
+    if dirs.get("memory") == dirs.get(""):  # pure cgroup v2
+        assert f["memory.max"] == str(mem), f
+        assert f["memory.swap.max"] == "0" or (f["memory.swap.max"] is None and not host_has_swap()), \
+            "the sandbox may swap: %s" % f
+        assert f["cpu.max"] == "%d 100000" % (cpus_milli * 100), "CPU share: %s" % f
+    else:
+        assert f["memory.limit_in_bytes"] == str(mem), f
+        # memory+swap equal to memory: no swap at all
+        assert f["memory.memsw.limit_in_bytes"] == str(mem) or \
+            (f["memory.memsw.limit_in_bytes"] is None and not host_has_swap()), "the sandbox may swap: %s" % f
+        assert f["memory.swappiness"] == "0", f
+        assert "cpu" in dirs, "no cpu cgroup: the CPU share is not enforced (%s)" % dirs
+        assert (f["cpu.cfs_quota_us"], f["cpu.cfs_period_us"]) == (str(cpus_milli * 100), "100000"), \
+            "CPU share: %s" % f
+    assert f["pids.max"] == str(pids_max), f
+
+
+def assert_init_hardened(view: Dict) -> None:
+    """PID 1 of the sandbox (which the program cannot see) holds no privilege either."""
+    st = view["init_status"]
+    assert view["init"] and view["init"] != view["pid"] and st, "no PID 1 found for %s" % view
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[cap], 16) == 0, "PID 1's %s is %s" % (cap, st[cap])
+    assert st["NoNewPrivs"] == "1", "PID 1's NoNewPrivs is %s" % st["NoNewPrivs"]
+    assert st["Seccomp"] == "2", "PID 1's Seccomp is %s" % st["Seccomp"]
+    assert "0" not in st["Uid"].split() and "0" not in st["Gid"].split(), \
+        "PID 1 runs as host root: Uid %s, Gid %s" % (st["Uid"], st["Gid"])
+
+
+def test_limits_and_pid1_seen_from_the_host() -> None:
+    def start(code: str) -> Dict:
+        return run_exec(code, "python", timeout=30, memory_mb=96,
+                        settings={"SANDBOX_CPUS": "0.5", "SANDBOX_PIDS_MAX": "64"})
+
+    res, view = run_and_view(start)
+    assert (res["exit_code"], res["signal"], res["stdout"]) == (128 + signal.SIGTERM, signal.SIGTERM, "cold\n"), \
+        res.describe()
+    assert view["owner"] in CLI_PIDS, "not our CLI's sandbox: %s" % view
+    assert_limits(view, memory_mb=96, cpus_milli=500, pids_max=64)
+    assert_init_hardened(view)
+
+
+def test_limits_and_pid1_seen_from_the_host_warm(service) -> None:
+    warm_exec(service.url, "pass")  # the templates are ready
+
+    def start(code: str) -> Dict:
+        status, res = _post_exec(service.url, {"code": code, "language": "python", "timeout": 30,
+                                               "memory_mb": 96})
+        assert status == 200, (status, res)
+        return res
+
+    res, view = run_and_view(start)
+    assert (res["exit_code"], res["signal"], res["stdout"]) == (128 + signal.SIGTERM, signal.SIGTERM, "warm\n"), res
+    assert view["owner"] == service.proc.pid, "not the service's sandbox: %s" % view
+    cpus = float(os.environ.get("SANDBOX_CPUS") or 1)
+    pids_max = int(os.environ.get("SANDBOX_PIDS_MAX") or 256)
+    assert_limits(view, memory_mb=96, cpus_milli=int(round(cpus * 1000)), pids_max=pids_max)
+    assert_init_hardened(view)
+
+
 def test_proc_shows_only_processes() -> None:
     release = tuple(int(x) for x in os.uname().release.split(".")[:2])
     if release < (5, 8):
@@ -1087,6 +1327,27 @@ def _post_exec(url: str, body: Dict) -> Tuple[int, Dict]:
         return resp.status, json.loads(resp.read() or b"{}")
     finally:
         conn.close()
+
+
+WARM_FLAG = 'import sys as _hxs_sys\nprint("warm" if "_hxs_zygote" in _hxs_sys.modules else "cold", flush=True)\n'
+
+
+def warm_exec(url: str, code: str, timeout: int = 20, **body: object) -> Dict:
+    """Runs Python code through the service in a sandbox cloned by a warm template,
+    retrying while the templates start. Returns the result, with the first stdout line
+    (the warm flag this adds) removed."""
+    deadline = time.monotonic() + 90
+    while True:
+        status, res = _post_exec(url, {"code": WARM_FLAG + code, "language": "python", "timeout": timeout,
+                                       **body})
+        assert status == 200, (status, res)
+        first, _, rest = res.get("stdout", "").partition("\n")
+        if first == "warm":
+            res["stdout"] = rest
+            return res
+        if time.monotonic() > deadline:
+            pytest.fail("no warm template became ready within 90 s (last result: %s)" % res)
+        time.sleep(0.5)
 
 
 def test_warm_program_holds_only_stdio_and_cannot_forge_its_result(service_url: str) -> None:

@@ -49,6 +49,9 @@ from hexr.sandbox import (  # noqa: E402
 from hexr.sandbox import _http  # noqa: E402
 
 URL_ENV = "HEXR_SANDBOX_URL"
+# a gated reply is held until the test opens the gate, or this long (a hang guard:
+# a client that waited this long for it has already failed the test)
+GATE_TIMEOUT = 30.0
 
 
 # ---------------------------------------------------------------------------
@@ -63,6 +66,7 @@ class Reply:
     body: Any = None  # dict/list -> JSON; str -> UTF-8; bytes -> as is
     headers: Dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    gate: Optional[threading.Event] = None  # answer only once the test sets it
     mode: str = "length"  # "length" | "chunked" | "close" (no length, close ends body)
     raw: Optional[bytes] = None  # written verbatim instead of a response
     read_body: bool = True
@@ -160,6 +164,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 reply = fake.responder(seen)
             if reply.delay:
                 time.sleep(reply.delay)
+            if reply.gate is not None:
+                reply.gate.wait(GATE_TIMEOUT)
             self.close_connection = True
             if reply.raw is not None:
                 self.wfile.write(reply.raw)
@@ -542,12 +548,14 @@ def test_missing_unix_socket_is_unavailable(call: Callable[..., ExecResult], sho
 
 @BOTH
 def test_no_reply_in_time_is_unavailable_timeout(fake: FakeServer, call: Callable[..., ExecResult]) -> None:
-    fake.reply(Reply(body=result_doc(), delay=2.0))
-    started = time.monotonic()
-    with pytest.raises(SandboxUnavailableError) as info:
-        call(Client(fake.url, timeout_margin=0.3), "x", timeout=0)
+    gate = threading.Event()  # the reply comes only after the client gave up
+    fake.reply(Reply(body=result_doc(), gate=gate))
+    try:
+        with pytest.raises(SandboxUnavailableError) as info:
+            call(Client(fake.url, timeout_margin=0.3), "x", timeout=0)
+    finally:
+        gate.set()
     assert info.value.code == "timeout"
-    assert time.monotonic() - started < 1.8
 
 
 @BOTH
@@ -796,10 +804,12 @@ def test_is_enabled_false_when_unhealthy(fake: FakeServer) -> None:
 
 
 def test_is_enabled_false_when_slow(fake: FakeServer) -> None:
-    fake.reply(Reply(body={"status": "ok"}, delay=3.0))
-    started = time.monotonic()
-    assert Client(fake.url).is_enabled(timeout=0.3) is False
-    assert time.monotonic() - started < 2.5
+    gate = threading.Event()  # healthy, but only after the client gave up
+    fake.reply(Reply(body={"status": "ok"}, gate=gate))
+    try:
+        assert Client(fake.url).is_enabled(timeout=0.3) is False
+    finally:
+        gate.set()
 
 
 # ---------------------------------------------------------------------------
@@ -814,28 +824,28 @@ class _NoThreadsExecutor(concurrent.futures.ThreadPoolExecutor):
 
 
 def test_exec_async_is_concurrent_without_threads(fake: FakeServer) -> None:
-    delay = 0.4
-    fake.responder = lambda req: Reply(body=result_doc(stdout=req.json()["code"]), delay=delay)
+    fake.responder = lambda req: Reply(body=result_doc(stdout=req.json()["code"]))
     client = Client(fake.url)
+    # the concurrent calls are answered only once all ten are in flight: calls made one
+    # after the other would never get there (and fail when the barrier gives up)
+    barrier = threading.Barrier(10, timeout=GATE_TIMEOUT)
+
+    def all_in_flight(req: Seen) -> Reply:
+        barrier.wait()
+        return Reply(body=result_doc(stdout=req.json()["code"]))
 
     async def main() -> Any:
         asyncio.get_running_loop().set_default_executor(_NoThreadsExecutor(max_workers=1))
-        started = time.monotonic()
         for i in range(3):
             assert (await client.exec_async("s{}".format(i))).stdout == "s{}".format(i)
-        serial_each = (time.monotonic() - started) / 3
         fake.max_in_flight = 0
-        started = time.monotonic()
+        fake.responder = all_in_flight
         tasks = [asyncio.ensure_future(client.exec_async("c{}".format(i))) for i in range(10)]
-        results = await asyncio.gather(*tasks)
-        concurrent_total = time.monotonic() - started
-        return serial_each, concurrent_total, results
+        return await asyncio.gather(*tasks)
 
-    serial_each, concurrent_total, results = run(main())
+    results = run(main())
     assert [r.stdout for r in results] == ["c{}".format(i) for i in range(10)]
     assert fake.max_in_flight == 10
-    # ten serial calls would take 10 * serial_each; concurrent ones overlap
-    assert concurrent_total < 10 * serial_each / 3, (concurrent_total, serial_each)
 
 
 def test_exec_async_cancellation_closes_connection(fake: FakeServer) -> None:

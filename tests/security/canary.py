@@ -10,7 +10,11 @@ with `pytest.exit()` and a clear reason instead.
 `run_exec()` runs `hexr-sandbox exec --json` (binary from $HEXR_SANDBOX_BIN, default
 build/hexr-sandbox) with a timeout and returns the parsed result object; every CLI
 process it starts is remembered in CLI_PIDS so that leak checks can find the cgroups
-("s<pid>.<start>-<seq>") those runs created.
+("s<pid>.<start>-<seq>") those runs created. Unless told not to (check_cli=False), it
+also fails when the CLI's own exit status is not the program's exit code (the CLI's
+contract) or when the CLI's stderr carries a sanitizer report (ASan, LSan, UBSan print
+theirs after the JSON result, at exit or in teardown, where nothing else would see
+them).
 
 Used by tests/security/conftest.py and tests/integration/test_isolation.py (which puts
 this directory on sys.path). Standard library and pytest only.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -33,6 +38,9 @@ CLI_PIDS: Set[int] = set()
 
 # how long one CLI run may take before the test gives up on it (and kills it)
 DEFAULT_PROC_TIMEOUT = 90.0
+
+# what AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer print on stderr
+SANITIZER_REPORT = re.compile(r"Sanitizer|runtime error")
 
 
 def sandbox_bin() -> str:
@@ -67,7 +75,7 @@ def run_exec(code: Union[str, bytes], language: str = "python", *, timeout: Opti
              settings: Optional[Dict[str, str]] = None, cli_env: Optional[Dict[str, str]] = None,
              via: Optional[str] = None, proc_timeout: float = DEFAULT_PROC_TIMEOUT,
              pass_fds: Iterable[int] = (), cli_stdin: bytes = b"",
-             extra_args: Iterable[str] = ()) -> ExecResult:
+             extra_args: Iterable[str] = (), check_cli: bool = True) -> ExecResult:
     """Runs code in a sandbox through the CLI and returns its result.
 
     settings: configuration variables (SANDBOX_TMPFS_MB, MAX_OUTPUT_BYTES, ...) added to
@@ -75,7 +83,8 @@ def run_exec(code: Union[str, bytes], language: str = "python", *, timeout: Opti
     via: "arg" (-c CODE) or "stdin" (the code on the CLI's stdin, FILE "-"); default: -c
     for small text code, stdin otherwise. pass_fds: descriptors the CLI inherits.
     The result also carries cli_rc, cli_stderr, cli_pid and cli_maxrss_kb (peak RSS of
-    the CLI process).
+    the CLI process). check_cli: assert that cli_rc is the result's exit_code and that
+    cli_stderr has no sanitizer report.
     """
     raw = code.encode() if isinstance(code, str) else code
     if via is None:
@@ -155,7 +164,17 @@ def run_exec(code: Union[str, bytes], language: str = "python", *, timeout: Opti
     res.cli_stderr = err.decode(errors="replace")
     res.cli_maxrss_kb = rusage.ru_maxrss
     res.cli_pid = proc.pid
+    if check_cli:
+        check_cli_outcome(res)
     return res
+
+
+def check_cli_outcome(res: ExecResult) -> None:
+    """The CLI exits with the program's exit code and reports nothing of its own."""
+    assert res.cli_rc == res.get("exit_code"), \
+        "the CLI exited with %d, the result says %r: %s" % (res.cli_rc, res.get("exit_code"), res.describe())
+    report = SANITIZER_REPORT.search(res.cli_stderr)
+    assert report is None, "a sanitizer report on the CLI's stderr: %s" % res.describe()
 
 
 # ---- the canary ---------------------------------------------------------------------
@@ -186,7 +205,9 @@ def check_isolation() -> Tuple[bool, str]:
         return _canary
     problems: List[str] = []
     try:
-        res = run_exec(CANARY_CODE, "python", timeout=20, proc_timeout=60)
+        # the CLI's own status is checked by every other test; a bad one must not read
+        # as "the sandbox does not isolate"
+        res = run_exec(CANARY_CODE, "python", timeout=20, proc_timeout=60, check_cli=False)
     except (AssertionError, OSError, subprocess.SubprocessError) as e:
         _canary = (False, "the canary could not run a sandbox: %s" % e)
         return _canary

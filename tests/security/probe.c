@@ -341,6 +341,17 @@ static void check_namespaces(void)
         /* junk in the upper half of the flags must not hide CLONE_NEWUSER */
         verdict("x86_64.clone.CLONE_NEWUSER|hibits", clone_ns(64, CLONE_NEWUSER | (1UL << 40)), EPERM,
                 0, NULL);
+        /* CLONE_NEWTIME (0x80) is part of clone's exit-signal byte: only unshare and clone3
+         * (ENOSYS, above) take it. With CLONE_NEWUSER alongside, the kernel would grant it
+         * (the new user namespace holds the capability), so EPERM is the filter's. */
+        r = sys64(SYS_unshare, CLONE_NEWUSER | CLONE_NEWTIME, 0, 0, 0, 0);
+        verdict("x86_64.unshare.CLONE_NEWTIME", r, EPERM, 0, NULL);
+        r = sys64(X32_BIT | 272, CLONE_NEWUSER | CLONE_NEWTIME, 0, 0, 0, 0);
+        verdict("x32.unshare.CLONE_NEWTIME", r, EPERM, 0, NULL);
+        if (have_i386) {
+                r = sys32(310, CLONE_NEWUSER | CLONE_NEWTIME, 0, 0, 0, 0);
+                verdict("i386.unshare.CLONE_NEWTIME", r, EPERM, 0, NULL);
+        }
 }
 
 static void check_ioctls(void)

@@ -19,13 +19,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "core/error.h"
 #include "core/fileio.h"
+#include "ns/ns.h"
 #include "vm/vm.h"
 
 #define FC_UID 1999999u
@@ -66,7 +69,7 @@ static int setup(void **state)
         snprintf(host.rootfs, sizeof(host.rootfs), "%s/rootfs.ext4", tmp);
         snprintf(host.state_dir, sizeof(host.state_dir), "%s/state", tmp);
         host.kvm = true;
-        host.qemu_uid = FC_UID;
+        host.vmm_uid = FC_UID;
         set_mode("ok");
         write_text(host.initrd, "initrd", 0644);
         write_text(host.rootfs, "rootfs", 0644);
@@ -223,10 +226,40 @@ static unsigned long long memory_limit(pid_t pid, char *name, size_t name_size)
         return limit;
 }
 
+/* Listening unix sockets on the host that anyone may connect to: not in the jail. */
+static int host_socket(const char *path)
+{
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        (void)unlink(path);
+        assert_true(s >= 0);
+        assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(chmod(path, 0777), 0);
+        assert_int_equal(listen(s, 4), 0);
+        return s;
+}
+
+static int connect_path(const char *path)
+{
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        int r = connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+        close(s);
+        return r;
+}
+
 static void test_boots_in_its_jail(void **state)
 {
         need_root();
         set_mode("ok");
+        char socks[2][64];
+        int ls[2];
+        snprintf(socks[0], sizeof(socks[0]), "/tmp/hxs-fc-probe-%d.sock", (int)getpid());
+        snprintf(socks[1], sizeof(socks[1]), "/run/hxs-fc-probe-%d.sock", (int)getpid());
+        for (int i = 0; i < 2; i++)
+                ls[i] = host_socket(socks[i]);
         vm_instance v;
         hxs_error err = { 0 };
         int r = vm_spawn(&host, 256, &v, &err);
@@ -241,6 +274,16 @@ static void test_boots_in_its_jail(void **state)
         r = vm_wait_ready(&v, 5000, why, sizeof(why));
         if (r < 0)
                 fail_msg("vm_wait_ready: %s", why);
+
+        /* the host's unix sockets answer here, and are not there in its root */
+        for (int i = 0; i < 2; i++) {
+                char in_jail[128];
+                snprintf(in_jail, sizeof(in_jail), "/proc/%d/root%s", (int)v.pid, socks[i]);
+                assert_int_equal(connect_path(socks[i]), 0);
+                assert_int_equal(connect_path(in_jail), -ENOENT);
+                close(ls[i]);
+                unlink(socks[i]);
+        }
 
         /* its own cgroup, named like its jail, limited to guest RAM + overhead */
         char cg_name[256] = "";
@@ -460,9 +503,56 @@ static void test_sweeps_dead_owners_jails(void **state)
         host = saved;
 }
 
+/* A cold start runs on the spawner's thread: the caller gets an fd at once, and the
+ * answer when the start is over, however long Firecracker takes (here: its API never
+ * answers, and the driver gives up after its 3 s). */
+static void test_cold_start_is_off_the_callers_thread(void **state)
+{
+        need_root();
+        set_mode("hold-api");
+        vm_spawner *s;
+        hxs_error err = { 0 };
+        assert_int_equal(vm_spawner_new(&host, &s, &err), 0);
+        vm_spawn_job *job;
+        int fd;
+        assert_int_equal(vm_spawner_submit(s, 256, &job, &fd, &err), 0);
+        /* back here while the driver waits on the API (for up to 3 s) */
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        assert_int_equal(poll(&pfd, 1, 0), 0);
+        assert_int_equal(poll(&pfd, 1, 30000), 1);
+        vm_instance v;
+        assert_true(vm_spawn_job_take(job, &v, &err) < 0);
+        print_message("%s\n", err.message);
+        assert_non_null(strstr(err.message, "firecracker: PUT /boot-source"));
+
+        /* one given up while it starts: its VM is destroyed once it is there */
+        set_mode("ok");
+        assert_int_equal(vm_spawner_submit(s, 256, &job, &fd, &err), 0);
+        vm_spawn_job_abandon(job);
+        vm_spawner_free(s); /* waits for the start under way */
+        assert_nothing_left();
+}
+
+/* Each hypervisor has a uid of its own, and none is the package downloader's or a
+ * template's: a compromise of one cannot ptrace or signal the others. */
+static void test_vmm_uids_are_their_own(void **state)
+{
+        hxs_config cfg;
+        hxs_config_defaults(&cfg);
+        uint32_t qemu = vm_vmm_uid(&cfg, HXS_BACKEND_QEMU), fc = vm_vmm_uid(&cfg, HXS_BACKEND_FIRECRACKER);
+        const uint32_t others[] = { cfg.uid_base, cfg.uid_base + NS_SANDBOX_UID, cfg.uid_base + NS_TEMPLATE_UID,
+                                    cfg.uid_base + NS_FETCH_UID };
+        assert_int_not_equal(qemu, fc);
+        for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+                assert_int_not_equal(qemu, others[i]);
+                assert_int_not_equal(fc, others[i]);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_vmm_uids_are_their_own),
                 cmocka_unit_test(test_boots_in_its_jail),
                 cmocka_unit_test(test_api_fault_is_reported),
                 cmocka_unit_test(test_malformed_http_is_refused),
@@ -473,6 +563,7 @@ int main(void)
                 cmocka_unit_test(test_jail_failure_names_the_step),
                 cmocka_unit_test(test_concurrent_spawns),
                 cmocka_unit_test(test_sweeps_dead_owners_jails),
+                cmocka_unit_test(test_cold_start_is_off_the_callers_thread),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

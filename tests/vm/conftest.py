@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
 import sys
 from pathlib import Path
+
+import pytest
 
 _INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 if str(_INTEGRATION) not in sys.path:
@@ -18,3 +22,25 @@ _spec.loader.exec_module(_it)
 
 start_service = _it.start_service  # the fixture: a service per test, stopped and checked after
 openapi = _it.openapi              # docs/openapi.yaml, to check responses against
+
+
+@pytest.fixture
+def host_sockets():
+    """Listening unix sockets on the host, mode 0777 (anyone may connect), under /tmp
+    and /run: what a jailed VMM must not reach."""
+    paths, socks = [], []
+    for d in ("/tmp", "/run"):
+        path = os.path.join(d, f"hxs-jail-probe-{os.getpid()}.sock")
+        if os.path.exists(path):
+            os.unlink(path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        os.chmod(path, 0o777)
+        s.listen(4)
+        paths.append(path)
+        socks.append(s)
+    yield paths
+    for s in socks:
+        s.close()
+    for p in paths:
+        os.unlink(p)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -51,8 +52,11 @@ def vm_env(**extra: str) -> Dict[str, str]:
     return env
 
 
-def qemu_pids() -> List[int]:
-    """QEMU processes started by a service of this suite (their argv names our port)."""
+def qemu_pids(engine_pid: int = 0) -> List[int]:
+    """QEMU processes of this project (their argv names our port); with engine_pid,
+    only those the service or CLI of that pid started: they live in its cgroups
+    (hexr-sandbox/s<pid>.<start>-<n>) until they are gone. Other instances on the
+    machine may run VMs at the same time."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -60,10 +64,15 @@ def qemu_pids() -> List[int]:
         try:
             with open("/proc/%s/cmdline" % entry, "rb") as f:
                 argv = f.read().split(b"\0")
+            with open("/proc/%s/cgroup" % entry) as f:
+                cgroups = f.read()
         except OSError:
             continue
-        if argv and argv[0].endswith(b"qemu-system-x86_64") and any(b"org.hexr.agent" in a for a in argv):
-            pids.append(int(entry))
+        if not (argv and argv[0].endswith(b"qemu-system-x86_64") and any(b"org.hexr.agent" in a for a in argv)):
+            continue
+        if engine_pid and "/s%d." % engine_pid not in cgroups:
+            continue
+        pids.append(int(entry))
     return pids
 
 
@@ -76,12 +85,10 @@ def run(url: str, body: Dict[str, Any]) -> Dict[str, Any]:
 @pytest.fixture
 def vm_service(start_service):
     _image_ready()
-    before = set(qemu_pids())
     svc = start_service(env=vm_env())
     yield svc
     svc.stop()
-    left = wait_for(lambda: not (set(qemu_pids()) - before), 60, "QEMU processes to go")
-    assert left
+    assert wait_for(lambda: not qemu_pids(svc.proc.pid), 60, "its QEMU processes to go")
 
 
 def test_seed_examples_and_limits(vm_service, openapi):
@@ -106,10 +113,18 @@ def test_seed_examples_and_limits(vm_service, openapi):
                     "language": "javascript", "timeout": 300})
     assert (res["exit_code"], res["stdout"]) == (0, "Hello from Node.js [ 2, 4, 6 ]\n"), res
 
-    # bash: the user, a read-only root, a writable /tmp, stdin, and an exit code
+    # bash: the user, a read-only root, a writable /tmp, stdin, and an exit code. The
+    # root's own mount flag and EROFS, not just a refusal: uid 1000 gets EACCES from a
+    # root-owned directory even where the mount is writable.
     script = r"""
 id -un; id -u
-if touch /usr/hexr-probe 2>/dev/null; then echo "root writable"; rm -f /usr/hexr-probe; else echo "root read-only"; fi
+while read -r _ _ _ _ point opts _; do [ "$point" = / ] && rootopts=$opts; done < /proc/self/mountinfo
+case ",$rootopts," in *,ro,*) flag=ro ;; *) flag=rw ;; esac
+msg="$(touch /hexr-probe 2>&1) $(touch /usr/hexr-probe 2>&1)"
+case "$flag:$msg" in
+  "ro:"*"Read-only file system"*"Read-only file system"*) echo "root read-only" ;;
+  *) echo "root writable? $flag $msg" ;;
+esac
 echo data > /tmp/t && cat /tmp/t
 cat
 echo err >&2
@@ -203,14 +218,13 @@ def test_missing_image_is_a_clear_start_error(tmp_path):
 def test_exec_cli_cold_vm(tmp_path):
     """`exec` boots one VM (no pool) and leaves nothing behind."""
     _image_ready()
-    before = set(qemu_pids())
     env = dict(os.environ, SANDBOX_BACKEND="qemu", SANDBOX_VM_IMAGE_DIR=IMAGE_DIR, SANDBOX_VM_ACCEL="tcg",
                STATE_DIR=str(tmp_path / "state"))
-    p = subprocess.run([BIN, "exec", "-l", "python", "-c", "import sys; print('hi'); sys.exit(7)"],
-                       env=env, capture_output=True, text=True, timeout=HANG, stdin=subprocess.DEVNULL)
-    assert (p.returncode, p.stdout) == (7, "hi\n"), p.stderr
-    time.sleep(0.1)
-    assert not (set(qemu_pids()) - before)
+    p = subprocess.Popen([BIN, "exec", "-l", "python", "-c", "import sys; print('hi'); sys.exit(7)"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    out, err = p.communicate(timeout=HANG)
+    assert (p.returncode, out) == (7, "hi\n"), err
+    assert qemu_pids(p.pid) == []
 
 
 def _status(pid: int) -> Dict[str, str]:
@@ -232,30 +246,73 @@ def _memory_limit(pid: int) -> int:
     raise AssertionError("pid %d has no memory cgroup" % pid)
 
 
-def test_qemu_is_jailed(vm_service):
-    """Every pooled QEMU: an unprivileged uid, no capabilities, no_new_privs, seccomp, its
-    own pid/mount/net namespaces, a read-only view of the host, and a memory cgroup."""
+def _jail_tree(pid: int) -> Dict[str, str]:
+    """Every path in the root QEMU sees (but /proc), with its type: d, f, c, s, ..."""
+    root = "/proc/%d/root" % pid
+    kinds = {}
+    for top, dirs, files in os.walk(root):
+        rel_top = top[len(root):] or "/"
+        if rel_top == "/":
+            dirs[:] = [d for d in dirs if d != "proc"]
+        for name in dirs + files:
+            st = os.lstat(os.path.join(top, name))
+            kind = ("d" if stat.S_ISDIR(st.st_mode) else "f" if stat.S_ISREG(st.st_mode) else
+                    "l" if stat.S_ISLNK(st.st_mode) else "c" if stat.S_ISCHR(st.st_mode) else
+                    "s" if stat.S_ISSOCK(st.st_mode) else "?")
+            kinds[os.path.join(rel_top, name)] = kind
+    return kinds
+
+
+def test_qemu_is_jailed(vm_service, host_sockets):
+    """Every pooled QEMU: an unprivileged uid of its own, no capabilities, no_new_privs,
+    seccomp, its own pid/mount/net namespaces, a read-only root that holds only QEMU's
+    own files (no host socket in reach), and a memory cgroup."""
     url = vm_service.url
     wait_for(lambda: http_request(url, "GET", "/health")[2]["vm"]["pool_ready"] == 2, 600, "a full pool")
-    svc_pid = vm_service.proc.pid
-    qemus = [p for p in qemu_pids() if int(open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[1]) == svc_pid]
+    qemus = qemu_pids(vm_service.proc.pid)
     assert len(qemus) == 2, qemus
     uid_base = int(os.environ.get("SANDBOX_UID_BASE") or 1000000)
     for pid in qemus:
         st = _status(pid)
-        assert st["Uid"].split() == [str(uid_base + 3000)] * 4, st["Uid"]
-        assert st["Gid"].split() == [str(uid_base + 3000)] * 4, st["Gid"]
+        # QEMU's own uid: not the package downloader's (+3000), not Firecracker's (+3002)
+        assert st["Uid"].split() == [str(uid_base + 3001)] * 4, st["Uid"]
+        assert st["Gid"].split() == [str(uid_base + 3001)] * 4, st["Gid"]
         assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0 and int(st["CapBnd"], 16) == 0, st
         assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
         for ns in ("pid", "mnt", "net", "ipc", "uts"):
             assert os.readlink("/proc/%d/ns/%s" % (pid, ns)) != os.readlink("/proc/self/ns/%s" % ns), ns
         # guest RAM is MAX_MEMORY_MB (512) + 128; QEMU's own share on top
         assert _memory_limit(pid) == (512 + 128 + 256) << 20
-        # its view of the host is read-only: / and /dev are mounted ro in its namespace
+        # its root: a tmpfs of its own, read-only; every other mount a read-only bind of
+        # one of QEMU's files, but its own /proc
         with open("/proc/%d/mountinfo" % pid) as f:
-            mounts = {line.split()[4]: line.split()[5] for line in f}
-        assert "ro" in mounts["/"].split(","), mounts["/"]
-        assert "ro" in mounts["/dev"].split(","), mounts["/dev"]
+            mounts = [line.split() for line in f]
+        points = {m[4]: (m[5].split(","), m[m.index("-") + 1]) for m in mounts}
+        assert points["/"][1] == "tmpfs" and "ro" in points["/"][0], points["/"]
+        assert points["/proc"][1] == "proc" and "ro" in points["/proc"][0], points["/proc"]
+        for point, (opts, fstype) in points.items():
+            assert "ro" in opts and "nosuid" in opts, (point, opts)
+            if point not in ("/", "/proc"):
+                assert point == "/etc/ld.so.cache" or point.startswith(("/usr/", "/lib/", "/lib64/")), point
+        # nothing of the host but those files: no socket, no home, no /tmp, /run, /var,
+        # /etc but the loader's cache, and dev/ with four nodes
+        tree = _jail_tree(pid)
+        assert [p for p, k in tree.items() if k not in "dfcl"] == [], tree  # links resolve in the jail
+        assert sorted(p for p, k in tree.items() if k == "c") == ["/dev/null", "/dev/random", "/dev/urandom",
+                                                                  "/dev/zero"]
+        tops = {p.split("/")[1] for p in tree}
+        assert tops <= {"dev", "usr", "lib", "lib64", "etc"}, tops
+        assert [p for p in tree if p.startswith("/etc/")] == ["/etc/ld.so.cache"], tree
+        # the unix sockets the test listens on: reachable on the host, not in the jail
+        for path in host_sockets:
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(path)
+            c.close()
+            jailed = "/proc/%d/root%s" % (pid, path)
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with pytest.raises(FileNotFoundError):
+                c.connect(jailed)
+            c.close()
 
 
 def test_packages_beyond_the_image_are_a_clear_422(start_service, tmp_path):

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The guest agent as the stand-in hypervisors (tests/fake-firecracker, tests/fake-qemu)
+ * play it on the stream the driver connects: READY to HELLO; RUN, CODE and STDIN
+ * collected; at START the fake's own on_start decides what the "guest" does. And the
+ * one line both print first about the jail they run in. Static, no allocation.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proto/proto.h"
+
+/* Writes all of it; exits 0 when the host has gone (so does the VM). */
+void fake_write_all(int fd, const void *p, size_t n);
+void fake_send_frame(int fd, hxp_type type, const void *p, size_t n);
+
+/* Called at START with the code received and whether a valid RUN came; does not
+ * return (the VM powers off). */
+typedef void (*fake_start_fn)(int fd, const char *code, size_t code_len, bool have_run);
+
+/* Serves the stream on fd until START (then on_start); ready_text follows the nonce
+ * in READY. Exits 0 when the host goes, 1 on a malformed frame. */
+_Noreturn void fake_agent(int fd, const char *ready_text, fake_start_fn on_start);
+
+/* "pid=P uid=R,E,S gid=R,E,S groups=N nnp=N caps=E,P,I bounding=N": who it runs as. */
+void fake_ids(char *out, size_t size);
+
+/* Sends STDOUT text, then EXIT with status 0, and exits: the VM powers off. */
+_Noreturn void fake_report_and_exit(int fd, const char *text, size_t len);

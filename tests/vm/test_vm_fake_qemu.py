@@ -1,0 +1,150 @@
+"""The qemu backend's host side through the real service and CLI, with tests/fake-qemu
+as QEMU_BIN: the fake runs in QEMU's real jail and plays the guest agent on the channel
+the driver gives it, so nothing is booted and every test here takes seconds.
+
+- A hostile guest that floods the channel with empty frames does not stall the service:
+  /health answers and another execution completes while it floods, and its own time
+  limit still ends it.
+- QEMU's jail, seen from inside: its own uid (not the package downloader's), no
+  capabilities, a root that holds only QEMU's own files, and no host unix socket in
+  reach (sockets the test creates under /tmp and /run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from hxs_integration_conftest import http_request, post_exec, wait_for  # noqa: E402
+
+BIN = os.environ.get("HEXR_SANDBOX_BIN", "")
+FAKE = os.environ.get("HXS_FAKE_QEMU_BIN") or str(Path(BIN).resolve().parent / "tests" / "fake-qemu")
+UID_BASE = int(os.environ.get("SANDBOX_UID_BASE") or 1000000)
+HANG = 120  # only detects a hang
+
+
+@pytest.fixture
+def fake_images(tmp_path: Path) -> Path:
+    assert os.access(FAKE, os.X_OK), f"tests/fake-qemu was not built ({FAKE})"
+    images = tmp_path / "image"
+    images.mkdir()
+    for name in ("vmlinux", "initramfs.img", "rootfs.ext4"):
+        (images / name).write_text(f"fake {name}\n")
+    return images
+
+
+def fake_env(images: Path, **extra: str) -> Dict[str, str]:
+    env = {"SANDBOX_BACKEND": "qemu", "QEMU_BIN": FAKE, "SANDBOX_VM_IMAGE_DIR": str(images),
+           "SANDBOX_VM_ACCEL": "tcg", "VM_POOL_SIZE": "0"}
+    env.update(extra)
+    return env
+
+
+def fakes_of(parent: int) -> List[int]:
+    """The fake QEMUs a process started (argv[0] is QEMU_BIN)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and argv0 == FAKE.encode():
+            pids.append(int(entry))
+    return pids
+
+
+def bytes_written(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return int(dict(line.split(": ") for line in f.read().splitlines())["wchar"])
+    except (OSError, KeyError, ValueError):
+        return -1
+
+
+def test_a_flooding_guest_does_not_stall_the_service(fake_images, start_service):
+    """The fake answers the code "flood" with empty STDOUT and READY frames, as fast as
+    the service takes them, until its VM is destroyed."""
+    svc = start_service(env=fake_env(fake_images, VM_POOL_SIZE="1", MAX_CONCURRENT="4"))
+    wait_for(lambda: http_request(svc.url, "GET", "/health")[2]["vm"]["pool_ready"] == 1, 60, "a pooled VM")
+    flood: Dict[str, object] = {}
+
+    def run_flood() -> None:
+        flood["result"] = post_exec(svc.url, {"code": "flood", "language": "python", "timeout": 1}, timeout=HANG)
+
+    t = threading.Thread(target=run_flood, daemon=True)
+    t.start()
+    # the pooled VM floods: it has written megabytes of frames and goes on (the pool
+    # boots its next VM meanwhile, which writes nothing but READY)
+    flooders: List[int] = wait_for(lambda: [p for p in fakes_of(svc.proc.pid) if bytes_written(p) > (16 << 20)],
+                                   60, "a fake QEMU that wrote 16 MiB of empty frames")
+    flooder = flooders[0]
+    before = bytes_written(flooder)
+
+    status, _, health = http_request(svc.url, "GET", "/health", timeout=30)
+    assert status == 200 and health["status"] in ("ok", "degraded"), health
+    assert t.is_alive(), "the flooding execution ended before /health answered"
+    # it floods before and after: it never stops by itself (on 2 shared cores it may not
+    # be scheduled during the millisecond /health takes)
+    wait_for(lambda: bytes_written(flooder) > before, 30, "the guest to go on flooding")
+
+    status, _, other = post_exec(svc.url, {"code": "print('other caller')", "language": "python"}, timeout=30)
+    assert status == 200, other
+    assert other["exit_code"] == 0 and "code=print('other caller')\n" in other["stdout"], other
+
+    t.join(HANG)
+    assert not t.is_alive(), "the flooding execution never ended"
+    status, _, res = flood["result"]
+    assert status == 200, res
+    # its own timer ended it (timeout + the agent's grace to report), not the guest
+    assert res["timed_out"] is True and res["exit_code"] == 124, res
+    assert res["stdout"] == "" and res["execution_time_ms"] >= 1000, res
+    assert wait_for(lambda: flooder not in fakes_of(svc.proc.pid), 30, "the flooding VM to be destroyed")
+
+
+def test_qemu_jail_from_inside(fake_images, host_sockets, tmp_path):
+    """`exec` starts the fake as QEMU: what it sees of the host is its own binary."""
+    code = "\n".join(f"connect {p}" for p in host_sockets)
+    # the sockets answer on the host
+    for p in host_sockets:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(p)
+        c.close()
+    env = dict(os.environ, STATE_DIR=str(tmp_path / "state"), **fake_env(fake_images))
+    p = subprocess.run([BIN, "exec", "--json", "-c", code], env=env, capture_output=True, text=True, timeout=HANG,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)["stdout"]
+    lines = out.splitlines()
+    ids = lines[0]
+    uid = UID_BASE + 3001
+    assert f"uid={uid},{uid},{uid} gid={uid},{uid},{uid} groups=0 nnp=1 caps=0,0,0 bounding=0 " in ids, ids
+    assert f"uid={UID_BASE + 3000}," not in ids  # the package downloader's
+    assert "kernel=fake vmlinux" in ids, ids  # the image, as a descriptor through its own /proc
+    # no host socket answers from the jail: the paths do not exist there
+    for sock in host_sockets:
+        assert f"connect {sock} ENOENT" in lines, out[:2000]
+    # its whole tree (but /proc): dev with four nodes, and the binary with the
+    # directories above it
+    tree = sorted(line.split(" ", 2)[1:] for line in lines if line.startswith("tree "))
+    real = os.path.realpath(FAKE)
+    above = set()
+    d = os.path.dirname(real)
+    while d != "/":
+        above.add(d)
+        d = os.path.dirname(d)
+    want = sorted([["d", "/dev"]] + [["c", f"/dev/{n}"] for n in ("null", "random", "urandom", "zero")] +
+                  [["d", a] for a in above] + [["f", real]])
+    assert tree == want, out[:4000]

@@ -9,7 +9,9 @@ namespace caps the counters (SANDBOX_INOTIFY_INSTANCES, SANDBOX_INOTIFY_WATCHES)
 Here a cold and a warm sandbox each take every inotify instance and watch they can get
 and hold them; while both hold, host root, a concurrent warm sandbox and a concurrent
 cold sandbox each create an inotify instance and a watch. The hogs hold only until
-the test has looked (it signals them), a few seconds; the services run the canary first.
+the test has looked (it signals them), a few seconds; the service runs the canary
+first, and the hogs run only once two idle sandboxes, read from the host, have shown
+user namespaces of owners of their own (not root, not a uid every sandbox shares).
 """
 
 from __future__ import annotations
@@ -140,9 +142,69 @@ def host_inotify() -> str:
     return ""
 
 
+# Names itself, waits for SIGUSR1 (from the test), takes nothing.
+IDLE = r'''
+import ctypes, signal
+ctypes.CDLL(None).prctl(15, b"@NAME@", 0, 0, 0)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+print(signal.sigtimedwait({signal.SIGUSR1}, @TIMEOUT@) is not None)
+'''
+
+
+def owners_of_idle_sandboxes(svc) -> Dict[str, int]:
+    """The owner uids of the user namespaces of a cold and a warm sandbox, read from the
+    host while they wait."""
+    tag = uuid.uuid4().hex[:6]
+    names = {"cold": "hxidl" + tag + "c", "warm": "hxidl" + tag + "w"}
+    results: Dict[str, Result] = {}
+
+    def run(mode: str) -> None:
+        code = fill(IDLE, NAME=names[mode], TIMEOUT=HOLD_TIMEOUT)
+        req = cold(code) if mode == "cold" else {"code": code, "lang": "python"}
+        results[mode] = svc.exec(req["code"], req["lang"], timeout=HOLD_TIMEOUT + 8)
+
+    threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in names]
+    for t in threads:
+        t.start()
+    owners: Dict[str, int] = {}
+    pids: Dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + HOLD_TIMEOUT
+        while len(pids) < 2 and time.monotonic() < deadline and all(t.is_alive() for t in threads):
+            for mode, name in names.items():
+                found = comm_pids(name)
+                if found:
+                    pids[mode] = found[0]
+            time.sleep(0.05)
+        assert len(pids) == 2, "the idle sandboxes did not start: %s" % {m: r.describe() for m, r in results.items()}
+        owners = {m: ns_owner(p) for m, p in pids.items()}
+    finally:
+        for pid in pids.values():
+            _service.kill_pid(pid, signal.SIGUSR1)
+        for t in threads:
+            t.join(HOLD_TIMEOUT + 60)
+    for mode in names:
+        assert_ran(results[mode])
+    return owners
+
+
+def owner_problems(owners: Dict[str, int], base: int) -> List[str]:
+    problems = []
+    if len(set(owners.values())) != len(owners):
+        problems.append("the sandboxes' user namespaces have one owner: %s" % owners)
+    for mode, uid in owners.items():
+        if uid in (0, base, base + 1000, base + 2000) or not base + 4000 <= uid < base + 4000 + OWNER_POOL:
+            problems.append("the %s sandbox's user namespace belongs to uid %d" % (mode, uid))
+    return problems
+
+
 def test_no_sandbox_spends_root_s_or_another_sandbox_s_inotify_budget(budget_svc) -> None:
     svc = budget_svc
     base = svc.uid_base
+    # First, without taking anything: are the owners the sandboxes' own? If not, taking
+    # every instance would take host root's (or every warm sandbox's): stop here.
+    bad = owner_problems(owners_of_idle_sandboxes(svc), base)
+    assert not bad, "not hogging anything, since:\n" + "\n".join(bad)
     tag = uuid.uuid4().hex[:6]
     hogs = {"cold": ("hxhog" + tag + "c", "hxhld" + tag + "c"), "warm": ("hxhog" + tag + "w", "hxhld" + tag + "w")}
     results: Dict[str, Result] = {}
@@ -193,11 +255,7 @@ def test_no_sandbox_spends_root_s_or_another_sandbox_s_inotify_budget(budget_svc
     assert warm.json()["warm"] is True, "the concurrent Python check did not run warm: " + warm.describe()
 
     # each sandbox's user namespace has an owner of its own, not root nor a shared uid
-    if len(set(owners.values())) != 2:
-        problems.append("the two hogs' user namespaces have one owner: %s" % owners)
-    for mode, uid in owners.items():
-        if uid in (0, base, base + 1000, base + 2000) or not base + 4000 <= uid < base + 4000 + OWNER_POOL:
-            problems.append("the %s hog's user namespace belongs to uid %d" % (mode, uid))
+    problems += owner_problems(owners, base)
 
     # the hogs: stopped by their own namespace's limits, not the host's
     for mode in hogs:

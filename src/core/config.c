@@ -107,7 +107,7 @@ static const setting settings[] = {
           SET_UINT, U32(inotify_watches), 1, 1u << 22 },
         { { "SANDBOX_WARM", "on", "start Python from pre-initialised templates (serve only; exec is always cold)" },
           SET_BOOL, offsetof(hxs_config, warm), 0, 0, 0 },
-        { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of each warm template process" },
+        { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of the warm templates of each kind, together (they share their pages)" },
           SET_UINT, U32(template_memory_mb), 64, 64 * 1024 },
         { { "SANDBOX_ROOTFS", "", "root filesystem directory (empty: host /usr and a synthesized /etc)" },
           SET_STRING, STR(rootfs), 0, 0 },

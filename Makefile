@@ -1,12 +1,13 @@
 # The two commands (see README.md):
 #   make serve   install what is needed, build, start the service (namespace backend)
 #   make test    install what is needed, build, run every test, then again under ASan+UBSan
+# and `make image`: the OCI image hexr-sandbox:VERSION (docs/deploy.md)
 BUILD ?= build
 BUILD_SAN ?= build-sanitize
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build serve test check sanitize check-sanitize fuzz clean
+.PHONY: all setup build serve image test check sanitize check-sanitize fuzz clean
 
 all: build
 
@@ -19,6 +20,10 @@ build: setup
 
 serve: build
 	exec ./$(BUILD)/hexr-sandbox serve
+
+# with buildah, from this host's Debian packages; reused while its inputs are unchanged
+image: build
+	./deploy/container/build.py --build $(BUILD)
 
 check: build
 	cd $(BUILD) && ctest --output-on-failure

@@ -8,7 +8,8 @@ PACKAGES="build-essential cmake pkg-config
 libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libgnutls28-dev libcmocka-dev
 python3 python3-dev python3-pytest python3-yaml python3-numpy python3-pandas python3-scipy python3-packaging nodejs bash
 iproute2 procps prometheus openssl clang libclang-rt-dev
-qemu-system-x86 e2fsprogs lz4 binutils $*"
+qemu-system-x86 e2fsprogs lz4 binutils
+buildah podman runc tini mount haproxy python3-kubernetes systemd $*"
 
 missing=""
 for p in $PACKAGES; do

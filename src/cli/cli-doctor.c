@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/hostcheck.h"
 #include "hexr-sandbox/sandbox.h"
 
 int hxs_cli_doctor(int argc, char **argv)
@@ -27,6 +28,17 @@ int hxs_cli_doctor(int argc, char **argv)
         static const char *const marks[] = { "ok", "MISSING", "-" };
         for (size_t i = 0; i < n; i++)
                 printf("%-8s %-16s %s\n", marks[items[i].status], items[i].name, items[i].detail);
+
+        char why[80], missing[2048];
+        if (hxs_in_container(why, sizeof(why))) {
+                if (hxs_hostcheck(&cfg, missing, sizeof(missing)) > 0) {
+                        printf("%-8s %-16s %s: %s\n", marks[1], "container", why, missing);
+                        runnable = false;
+                } else {
+                        printf("%-8s %-16s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
+                               marks[0], "container", why);
+                }
+        }
 
         printf("\nbackend: %s (SANDBOX_BACKEND=%s)\n", hxs_backend_name(backend), hxs_backend_name(cfg.backend));
         if (!runnable) {

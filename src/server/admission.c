@@ -111,6 +111,7 @@ static int start(call *c)
         hxs_error err = { 0 };
 
         c->started_ms = now_ms();
+        metrics_queue_wait(&srv->m, c->started_ms - c->received_ms);
         int r = hxs_exec_start(srv->engine, c->req, &c->exec, &err);
         if (r >= 0) {
                 r = loop_add(srv, &c->exec_watch, hxs_exec_fd(c->exec), EPOLLIN);

@@ -47,6 +47,39 @@ _Static_assert(sizeof(duration_bounds) / sizeof(duration_bounds[0]) <=
                        sizeof(((metrics *)0)->duration_buckets) / sizeof(uint64_t),
                "histogram buckets");
 
+/* Upper bounds of the queue wait histogram, in seconds: most requests start at once. */
+static const double queue_wait_bounds[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+_Static_assert(sizeof(queue_wait_bounds) / sizeof(queue_wait_bounds[0]) <=
+                       sizeof(((metrics *)0)->queue_wait_buckets) / sizeof(uint64_t),
+               "queue wait buckets");
+
+#define N_BOUNDS(b) (sizeof(b) / sizeof((b)[0]))
+
+/* One observation of s seconds in a histogram with these upper bounds. */
+static void observe(const double *bounds, size_t n, uint64_t *buckets, uint64_t *count, double *sum, double s)
+{
+        for (size_t i = 0; i < n; i++)
+                if (s <= bounds[i]) {
+                        buckets[i]++;
+                        break;
+                }
+        (*count)++;
+        *sum += s;
+}
+
+static void render_histogram(FILE *f, const char *name, const double *bounds, size_t n, const uint64_t *buckets,
+                             uint64_t count, double sum)
+{
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i < n; i++) {
+                cumulative += buckets[i];
+                fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cumulative);
+        }
+        fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+        fprintf(f, "%s_sum %.6f\n", name, sum);
+        fprintf(f, "%s_count %llu\n", name, (unsigned long long)count);
+}
+
 const char *outcome_name(outcome o)
 {
         return (unsigned)o < OUTCOME_MAX ? outcome_names[o] : "unknown";
@@ -70,14 +103,8 @@ void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t durati
         m->executions[lang][o]++;
         if (o == OUTCOME_SETUP_FAILED)
                 return; /* nothing ran: no duration */
-        double s = (double)duration_ms / 1000.0;
-        for (size_t i = 0; i < sizeof(duration_bounds) / sizeof(duration_bounds[0]); i++)
-                if (s <= duration_bounds[i]) {
-                        m->duration_buckets[i]++;
-                        break;
-                }
-        m->duration_count++;
-        m->duration_sum_s += s;
+        observe(duration_bounds, N_BOUNDS(duration_bounds), m->duration_buckets, &m->duration_count,
+                &m->duration_sum_s, (double)duration_ms / 1000.0);
 }
 
 /* label: from callers.c; out of range counts as "other" (the last slot). */
@@ -108,6 +135,12 @@ void metrics_reject(metrics *m, reject_reason r)
                 m->rejected[r]++;
 }
 
+void metrics_queue_wait(metrics *m, uint64_t wait_ms)
+{
+        observe(queue_wait_bounds, N_BOUNDS(queue_wait_bounds), m->queue_wait_buckets, &m->queue_wait_count,
+                &m->queue_wait_sum_s, (double)wait_ms / 1000.0);
+}
+
 void metrics_http(metrics *m, route rt, unsigned status)
 {
         if ((unsigned)rt < ROUTE_MAX && status < 600)
@@ -117,6 +150,27 @@ void metrics_http(metrics *m, route rt, unsigned status)
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* What an autoscaler needs: slots in use and in all (above), the queue's length, room
+ * and age, and how long requests waited for a slot. */
+static void render_queue(FILE *f, const hxs_server *srv)
+{
+        const metrics *m = &srv->m;
+        const call *oldest = TAILQ_FIRST(&srv->queue);
+        uint64_t now = now_ms();
+
+        family(f, "hexr_sandbox_max_queued_executions", "gauge",
+               "Requests that may wait for a slot before 429 (MAX_QUEUE).");
+        fprintf(f, "hexr_sandbox_max_queued_executions %u\n", srv->cfg.max_queue);
+        family(f, "hexr_sandbox_queue_oldest_wait_seconds", "gauge",
+               "How long the oldest waiting request has waited for a slot (0: none waits).");
+        fprintf(f, "hexr_sandbox_queue_oldest_wait_seconds %.3f\n",
+                oldest && now > oldest->received_ms ? (double)(now - oldest->received_ms) / 1000.0 : 0.0);
+        family(f, "hexr_sandbox_queue_wait_seconds", "histogram",
+               "Time from a whole request to its sandbox starting, in seconds (0 when a slot was free).");
+        render_histogram(f, "hexr_sandbox_queue_wait_seconds", queue_wait_bounds, N_BOUNDS(queue_wait_bounds),
+                         m->queue_wait_buckets, m->queue_wait_count, m->queue_wait_sum_s);
 }
 
 char *metrics_render(const hxs_server *srv, size_t *ret_len)
@@ -138,17 +192,8 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
 
         family(f, "hexr_sandbox_execution_duration_seconds", "histogram",
                "Wall time of executions that ran, in seconds.");
-        uint64_t cumulative = 0;
-        for (size_t i = 0; i < sizeof(duration_bounds) / sizeof(duration_bounds[0]); i++) {
-                cumulative += m->duration_buckets[i];
-                fprintf(f, "hexr_sandbox_execution_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                        duration_bounds[i], (unsigned long long)cumulative);
-        }
-        fprintf(f, "hexr_sandbox_execution_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-                (unsigned long long)m->duration_count);
-        fprintf(f, "hexr_sandbox_execution_duration_seconds_sum %.6f\n", m->duration_sum_s);
-        fprintf(f, "hexr_sandbox_execution_duration_seconds_count %llu\n",
-                (unsigned long long)m->duration_count);
+        render_histogram(f, "hexr_sandbox_execution_duration_seconds", duration_bounds, N_BOUNDS(duration_bounds),
+                         m->duration_buckets, m->duration_count, m->duration_sum_s);
 
         family(f, "hexr_sandbox_active_executions", "gauge", "Executions running now.");
         fprintf(f, "hexr_sandbox_active_executions %u\n", srv->n_running);
@@ -159,6 +204,7 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
         fprintf(f, "hexr_sandbox_max_concurrent_executions %u\n", srv->cfg.max_concurrent);
         family(f, "hexr_sandbox_draining", "gauge", "1 while the service drains after SIGTERM, else 0.");
         fprintf(f, "hexr_sandbox_draining %d\n", srv->draining ? 1 : 0);
+        render_queue(f, srv);
 
         hxs_engine_stats st = { 0 };
         hxs_engine_stats_get(srv->engine, &st);

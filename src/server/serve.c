@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "engine/hostcheck.h"
 #include "server/server.h"
 
 /* Idle and slow clients (slow-loris): a connection that moves no bytes for this long
@@ -254,6 +255,15 @@ int hxs_cli_serve(int argc, char **argv)
         if (srv->cfg.max_concurrent == 0) {
                 long cores = sysconf(_SC_NPROCESSORS_ONLN);
                 srv->cfg.max_concurrent = cores > 2 ? (uint32_t)cores : 2;
+        }
+
+        /* In a container, refuse to start without what sandboxes need (hostcheck.c),
+         * rather than fail every execution. */
+        char why[80], missing[2048];
+        if (hxs_in_container(why, sizeof(why)) && hxs_hostcheck(&srv->cfg, missing, sizeof(missing)) > 0) {
+                fprintf(stderr, "hexr-sandbox: this container (%s) lacks what sandboxes need: %s. "
+                        "See docs/deploy.md for the flags.\n", why, missing);
+                goto out;
         }
 
         r = setup_fds(srv);

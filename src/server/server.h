@@ -186,6 +186,10 @@ typedef struct metrics {
         uint64_t (*caller_executions)[OUTCOME_MAX];
         uint64_t *caller_rejected;      /* quota */
         uint64_t packages[HXS_PACKAGES_SOURCE_MAX]; /* executions with packages=, by where they came from */
+        /* time from the whole request to its sandbox starting (autoscaling) */
+        uint64_t queue_wait_buckets[16];
+        uint64_t queue_wait_count;
+        double queue_wait_sum_s;
 } metrics;
 
 /* A connection must deliver each request whole within this (conn.c). */
@@ -338,6 +342,7 @@ void metrics_caller_execution(metrics *m, int label, outcome o);
 void metrics_caller_quota(metrics *m, int label);
 void metrics_reject(metrics *m, reject_reason r);
 void metrics_http(metrics *m, route rt, unsigned status);
+void metrics_queue_wait(metrics *m, uint64_t wait_ms);  /* a sandbox is starting */
 char *metrics_render(const hxs_server *srv, size_t *ret_len);
 outcome outcome_of(const hxs_result *res);
 const char *outcome_name(outcome o);

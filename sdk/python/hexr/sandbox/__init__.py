@@ -17,6 +17,13 @@ A program that fails (non-zero exit, timeout, out of memory) gives an
 :class:`ExecResult`; a service that cannot be reached or rejects the request
 raises a :class:`SandboxError` subclass.
 
+Retries: what the service certainly did not run is retried, bounded: a
+connection that could not be made (the request was never sent), 503 (draining,
+or no instance behind a load balancer), 429 with ``Retry-After`` (waited for);
+at most ``HEXR_SANDBOX_RETRIES`` further attempts (default 2; 0 turns them
+off) and 10 s of waiting in all. A connection lost after the request was sent
+is never retried: the code may have run. See :class:`Client`.
+
 ``hexr`` is a PEP 420 namespace package: this SDK installs only
 ``hexr/sandbox/`` so it can sit beside other ``hexr.*`` packages.
 """

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Dict, List, Optional
 
-from . import _http
+from . import _http, _retry
 from ._errors import SandboxInternalError, SandboxUnavailableError
 from ._result import ExecResult
 
@@ -54,9 +54,23 @@ class Client:
             empty (the service may install them first).
         connect_timeout: Seconds allowed to establish the connection.
         health_timeout: Default time limit of :meth:`is_enabled`, in seconds.
+        retries: Further attempts of an execution the service certainly did
+            not run: the connection could not be made (the request was never
+            sent), 503 (draining, or no instance behind a proxy), 429 with
+            ``Retry-After`` (waited for). ``None`` (the default) reads
+            ``HEXR_SANDBOX_RETRIES`` at every call (default 2); 0 turns
+            retries off. Never retried: a connection lost or timed out after
+            the request was sent (the code may be running), 429 without
+            ``Retry-After``, any other status.
+        retry_wait_max: Seconds of waiting between attempts, in all, at most
+            (default 10); a ``Retry-After`` beyond what is left is not waited
+            for: the error is raised at once.
+        retry_backoff: First wait after a refused connection or a 503, in
+            seconds, doubling per attempt, with jitter (half to all of it).
 
     Raises:
-        ValueError: ``url`` is given but is not a valid address.
+        ValueError: ``url`` is given but is not a valid address, or
+            ``retries`` is not an integer from 0 to 10.
 
     The client holds no connection between calls (each request uses its own),
     so one instance may be shared by threads and event loops.
@@ -70,8 +84,14 @@ class Client:
         packages_margin: float = 60.0,
         connect_timeout: float = 10.0,
         health_timeout: float = 2.0,
+        retries: Optional[int] = None,
+        retry_wait_max: float = _retry.DEFAULT_RETRY_WAIT_MAX,
+        retry_backoff: float = _retry.DEFAULT_RETRY_BACKOFF,
     ) -> None:
         self._address: Optional[_http.Address] = None if url is None else _http.parse_url(url)
+        self.retries: Optional[int] = None if retries is None else _retry.check_retries(retries)
+        self.retry_wait_max = float(retry_wait_max)
+        self.retry_backoff = float(retry_backoff)
         self.timeout_margin = float(timeout_margin)
         self.packages_margin = float(packages_margin)
         self.connect_timeout = float(connect_timeout)
@@ -139,18 +159,27 @@ class Client:
             SandboxUnavailableError: the service cannot be reached or is
                 draining.
             SandboxInternalError: the service failed or replied unexpectedly.
+
+        What is safe to retry (a refused connection, 503, 429 with
+        ``Retry-After``) is retried first, within the client's bounds
+        (``retries``, ``retry_wait_max``); the error raised then carries
+        ``attempts``.
         """
         body = _encode_request(code, language, timeout, env_vars, packages, memory_mb)
         address = self._resolve()
-        response = _http.request_sync(
-            address,
-            "POST",
-            EXEC_PATH,
-            body,
-            connect_timeout=self.connect_timeout,
-            read_timeout=self._read_timeout(timeout, packages),
-        )
-        return _exec_result(address, response)
+
+        def attempt() -> ExecResult:
+            response = _http.request_sync(
+                address,
+                "POST",
+                EXEC_PATH,
+                body,
+                connect_timeout=self.connect_timeout,
+                read_timeout=self._read_timeout(timeout, packages),
+            )
+            return _exec_result(address, response)
+
+        return self._policy().run(attempt)
 
     async def exec_async(
         self,
@@ -170,15 +199,19 @@ class Client:
         """
         body = _encode_request(code, language, timeout, env_vars, packages, memory_mb)
         address = self._resolve()
-        response = await _http.request_async(
-            address,
-            "POST",
-            EXEC_PATH,
-            body,
-            connect_timeout=self.connect_timeout,
-            read_timeout=self._read_timeout(timeout, packages),
-        )
-        return _exec_result(address, response)
+
+        async def attempt() -> ExecResult:
+            response = await _http.request_async(
+                address,
+                "POST",
+                EXEC_PATH,
+                body,
+                connect_timeout=self.connect_timeout,
+                read_timeout=self._read_timeout(timeout, packages),
+            )
+            return _exec_result(address, response)
+
+        return await self._policy().run_async(attempt)
 
     # ---------------------------------------------------------------- health
 
@@ -244,6 +277,10 @@ class Client:
         return doc
 
     # --------------------------------------------------------------- helpers
+
+    def _policy(self) -> _retry.Policy:
+        retries = self.retries if self.retries is not None else _retry.retries_from_env()
+        return _retry.Policy(retries, self.retry_wait_max, self.retry_backoff)
 
     def _read_timeout(self, timeout: Any, packages: Any) -> float:
         """How long to wait for an execution's reply."""

@@ -29,7 +29,11 @@ class SandboxError(Exception):
             as ``"connection_failed"``, ``"timeout"`` or ``"bad_response"``.
         status: HTTP status of the service's reply, or ``None`` when no reply
             was received.
+        attempts: How many times the request was tried before this error
+            was raised (1 when it was not retried; see ``Client(retries=...)``).
     """
+
+    attempts: int = 1
 
     def __init__(
         self,

@@ -508,23 +508,7 @@ static _Noreturn void init_loop(pid_t program)
 {
         /* Only our own signal handling matters: the kernel already ignores signals from
          * inside the namespace that PID 1 has no handler for. */
-        for (;;) {
-                int status;
-                pid_t pid = waitpid(-1, &status, 0);
-                if (pid < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        _exit(126); /* no children: cannot happen before the program exits */
-                }
-                if (pid != program)
-                        continue; /* reaped an orphan */
-                char msg[1 + sizeof(int)];
-                msg[0] = NS_REPORT_STATUS;
-                memcpy(msg + 1, &status, sizeof(int));
-                (void)!write(report_fd, msg, sizeof(msg));
-                /* exiting kills everything else in the namespace */
-                _exit(0);
-        }
+        ns_init_reap(program, report_fd);
 }
 
 /* The child is a copy of the supervisor, with all of its descriptors: listening

@@ -8,6 +8,12 @@
  */
 #pragma once
 
+#include <errno.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 /* Where the init finds the report pipe (argv[1] says so too). */
 #define NS_INIT_REPORT_FD 3
 /* Its one message: this byte, then the program's wait status (an int). The same as
@@ -16,3 +22,26 @@
 
 /* A sealed, executable memfd holding the init (O_CLOEXEC), or -errno. */
 int ns_init_memfd(void);
+
+/* What PID 1 does last, in the init and (without one) in the set-up code: reaps every
+ * child until `program` ends, writes its status to report_fd and exits, which makes the
+ * kernel kill everything else in the pid namespace. */
+static inline _Noreturn void ns_init_reap(pid_t program, int report_fd)
+{
+        for (;;) {
+                int status;
+                pid_t got = waitpid(-1, &status, 0);
+                if (got < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(126); /* no children: the program cannot be gone unreported */
+                }
+                if (got != program)
+                        continue; /* an orphan */
+                char msg[1 + sizeof(int)];
+                msg[0] = NS_INIT_REPORT_STATUS;
+                memcpy(msg + 1, &status, sizeof(int));
+                (void)!write(report_fd, msg, sizeof(msg));
+                _exit(0);
+        }
+}

@@ -23,9 +23,8 @@ import signal
 import struct
 import tempfile
 import threading
-import time
 import uuid
-from typing import Dict, List, Optional
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -86,11 +85,7 @@ print(json.dumps({"fd": fd, "errno": os.strerror(e1) if e1 else "", "wd": wd,
 
 @pytest.fixture(scope="module")
 def budget_svc(sandbox_isolates: str):
-    s = _service.start_service("warm", {"MAX_CONCURRENT": "6", "SANDBOX_INOTIFY_WATCHES": str(WATCHES)})
-    yield s
-    problems = s.stop_and_check()
-    if problems:
-        pytest.fail("the service did not end cleanly:\n%s" % "\n".join(problems), pytrace=False)
+    yield from _service.serve_module({"MAX_CONCURRENT": "6", "SANDBOX_INOTIFY_WATCHES": str(WATCHES)})
 
 
 def cold(python: str) -> Dict[str, object]:
@@ -102,19 +97,6 @@ def fill(code: str, **kw: object) -> str:
     for k, v in kw.items():
         code = code.replace("@%s@" % k, str(v))
     return code
-
-
-def comm_pids(name: str) -> List[int]:
-    found = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/comm" % p) as f:
-                    if f.read().strip() == name:
-                        found.append(int(p))
-            except OSError:
-                pass
-    return found
 
 
 def ns_owner(pid: int) -> int:
@@ -151,31 +133,32 @@ print(signal.sigtimedwait({signal.SIGUSR1}, @TIMEOUT@) is not None)
 '''
 
 
+def run_cold_and_warm(svc, codes: Dict[str, str]) -> Tuple[List[threading.Thread], Dict[str, Result]]:
+    """codes["cold"] as a cold start and codes["warm"] warm, each from a thread of its own;
+    the results land in the dict as they come."""
+    results: Dict[str, Result] = {}
+
+    def run(mode: str) -> None:
+        req = cold(codes[mode]) if mode == "cold" else {"code": codes[mode], "lang": "python"}
+        results[mode] = svc.exec(req["code"], req["lang"], timeout=HOLD_TIMEOUT + 8)
+
+    threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in codes]
+    for t in threads:
+        t.start()
+    return threads, results
+
+
 def owners_of_idle_sandboxes(svc) -> Dict[str, int]:
     """The owner uids of the user namespaces of a cold and a warm sandbox, read from the
     host while they wait."""
     tag = uuid.uuid4().hex[:6]
     names = {"cold": "hxidl" + tag + "c", "warm": "hxidl" + tag + "w"}
-    results: Dict[str, Result] = {}
-
-    def run(mode: str) -> None:
-        code = fill(IDLE, NAME=names[mode], TIMEOUT=HOLD_TIMEOUT)
-        req = cold(code) if mode == "cold" else {"code": code, "lang": "python"}
-        results[mode] = svc.exec(req["code"], req["lang"], timeout=HOLD_TIMEOUT + 8)
-
-    threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in names]
-    for t in threads:
-        t.start()
+    threads, results = run_cold_and_warm(svc, {m: fill(IDLE, NAME=n, TIMEOUT=HOLD_TIMEOUT)
+                                              for m, n in names.items()})
     owners: Dict[str, int] = {}
     pids: Dict[str, int] = {}
     try:
-        deadline = time.monotonic() + HOLD_TIMEOUT
-        while len(pids) < 2 and time.monotonic() < deadline and all(t.is_alive() for t in threads):
-            for mode, name in names.items():
-                found = comm_pids(name)
-                if found:
-                    pids[mode] = found[0]
-            time.sleep(0.05)
+        pids = _service.wait_named(names, threads, HOLD_TIMEOUT)
         assert len(pids) == 2, "the idle sandboxes did not start: %s" % {m: r.describe() for m, r in results.items()}
         owners = {m: ns_owner(p) for m, p in pids.items()}
     finally:
@@ -207,26 +190,12 @@ def test_no_sandbox_spends_root_s_or_another_sandbox_s_inotify_budget(budget_svc
     assert not bad, "not hogging anything, since:\n" + "\n".join(bad)
     tag = uuid.uuid4().hex[:6]
     hogs = {"cold": ("hxhog" + tag + "c", "hxhld" + tag + "c"), "warm": ("hxhog" + tag + "w", "hxhld" + tag + "w")}
-    results: Dict[str, Result] = {}
-
-    def run_hog(mode: str) -> None:
-        code = fill(HOG, HOG=hogs[mode][0], HOLD=hogs[mode][1], FILES=WATCHES + 50, TIMEOUT=HOLD_TIMEOUT,
-                    WARM=WARM_FLAG_PY)
-        req = cold(code) if mode == "cold" else {"code": code, "lang": "python"}
-        results[mode] = svc.exec(req["code"], req["lang"], timeout=HOLD_TIMEOUT + 8)
-
-    threads = [threading.Thread(target=run_hog, args=(m,), daemon=True) for m in hogs]
-    for t in threads:
-        t.start()
+    threads, results = run_cold_and_warm(svc, {
+        m: fill(HOG, HOG=h[0], HOLD=h[1], FILES=WATCHES + 50, TIMEOUT=HOLD_TIMEOUT, WARM=WARM_FLAG_PY)
+        for m, h in hogs.items()})
     held: Dict[str, int] = {}
     try:
-        deadline = time.monotonic() + HOLD_TIMEOUT
-        while len(held) < 2 and time.monotonic() < deadline and all(t.is_alive() for t in threads):
-            for mode, (_, hold) in hogs.items():
-                pids = comm_pids(hold)
-                if pids:
-                    held[mode] = pids[0]
-            time.sleep(0.05)
+        held = _service.wait_named({m: h[1] for m, h in hogs.items()}, threads, HOLD_TIMEOUT)
         assert len(held) == 2, "the hogs did not get to hold their budgets: %s" % {
             m: r.describe() for m, r in results.items()}
 
@@ -236,7 +205,7 @@ def test_no_sandbox_spends_root_s_or_another_sandbox_s_inotify_budget(budget_svc
         c = cold(fill(ONE, WARM=WARM_FLAG_PY))
         cold_res = svc.exec(c["code"], c["lang"], timeout=30)
         owners = {m: ns_owner(p) for m, p in held.items()}
-        still = {m: bool(comm_pids(hogs[m][1])) for m in hogs}
+        still = {m: bool(_service.named_pid(hogs[m][1])) for m in hogs}
     finally:
         for pid in held.values():
             _service.kill_pid(pid, signal.SIGUSR1)

@@ -11,11 +11,9 @@ the canary first.
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 import uuid
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -26,27 +24,7 @@ HOLD_S = 15  # the sandboxes sleep at most this long; the test ends them sooner
 
 @pytest.fixture(scope="module")
 def pid1_svc(sandbox_isolates: str):
-    s = _service.start_service("warm", {"MAX_CONCURRENT": "4"})
-    yield s
-    problems = s.stop_and_check()
-    if problems:
-        pytest.fail("the service did not end cleanly:\n%s" % "\n".join(problems), pytrace=False)
-
-
-def named_pid(name: str) -> Optional[int]:
-    """The process named `name`: its comm (prctl) or its argv[0] (exec -a)."""
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/comm" % p) as f:
-                    comm = f.read().strip()
-                with open("/proc/%s/cmdline" % p, "rb") as f:
-                    argv0 = f.read().split(b"\0")[0].decode(errors="replace")
-            except OSError:
-                continue
-            if name in (comm, argv0):
-                return int(p)
-    return None
+    yield from _service.serve_module({"MAX_CONCURRENT": "4"})
 
 
 def status(pid: int) -> Dict[str, str]:
@@ -104,18 +82,12 @@ def test_pid1_is_a_fresh_image_without_privileges(pid1_svc, lang: str) -> None:
     threads[0].start()
     programs: List[int] = []
     try:
-        deadline = time.monotonic() + 30
-        while not named_pid(victim_name) and time.monotonic() < deadline and threads[0].is_alive():
-            time.sleep(0.05)
-        programs.append(named_pid(victim_name) or 0)
-        assert programs[0], "the other request did not start: %s" % results
+        programs += _service.wait_named({"victim": victim_name}, threads, 30).values()
+        assert programs, "the other request did not start: %s" % results
         code = SLEEPER[lang].replace("@NAME@", name).replace("@HOLD@", str(HOLD_S))
         threads.append(threading.Thread(target=run, args=("target", code, lang), daemon=True))
         threads[1].start()
-        program = None
-        while program is None and time.monotonic() < deadline and threads[1].is_alive():
-            program = named_pid(name)
-            time.sleep(0.05)
+        program = _service.wait_named({"target": name}, threads[1:], 30).get("target")
         assert program, "the sandboxed program did not start: %s" % results
         programs.append(program)
         init = int(status(program)["PPid"])

@@ -33,11 +33,7 @@ TEMPLATE_SOCK_FD = 3
 @pytest.fixture(scope="module")
 def one_slot_svc(sandbox_isolates: str):
     # one warm slot: one template of each kind
-    s = _service.start_service("warm", {"MAX_CONCURRENT": "1"})
-    yield s
-    problems = s.stop_and_check()
-    if problems:
-        pytest.fail("the service did not end cleanly:\n%s" % "\n".join(problems), pytrace=False)
+    yield from _service.serve_module({"MAX_CONCURRENT": "1"})
 
 
 def plain_templates(svc) -> List[int]:

@@ -31,11 +31,7 @@ print(json.dumps({"cmdline": cmdline.decode("latin1"), "maps": maps, "environ": 
 
 @pytest.fixture(scope="module")
 def view_svc(sandbox_isolates: str):
-    s = _service.start_service("warm", {})
-    yield s
-    problems = s.stop_and_check()
-    if problems:
-        pytest.fail("the service did not end cleanly:\n%s" % "\n".join(problems), pytrace=False)
+    yield from _service.serve_module()
 
 
 def test_a_warm_program_shows_no_trace_of_its_template(view_svc) -> None:

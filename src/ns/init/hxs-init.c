@@ -52,20 +52,5 @@ int main(int argc, char **argv)
         sigemptyset(&sa.sa_mask);
         for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
                 (void)sigaction(forwarded[i], &sa, NULL);
-        for (;;) {
-                int status;
-                pid_t got = waitpid(-1, &status, 0);
-                if (got < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return 126; /* no children: the program cannot be gone unreported */
-                }
-                if (got != program)
-                        continue; /* an orphan */
-                char msg[1 + sizeof(int)];
-                msg[0] = NS_INIT_REPORT_STATUS;
-                memcpy(msg + 1, &status, sizeof(int));
-                (void)!write((int)fd, msg, sizeof(msg));
-                _exit(0);
-        }
+        ns_init_reap(program, (int)fd);
 }

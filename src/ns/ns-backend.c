@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
-#include <linux/securebits.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -69,16 +69,50 @@ static int set_nonblock(int fd)
         return 0;
 }
 
-static int write_id_maps(pid_t pid, uint32_t base, hxs_error *err)
+/* The files of a new sandbox's PID 1 the service writes: its id maps and its OOM
+ * score. They are opened as the owner of its user namespace (ns_owner_become; a cold
+ * one's in the moment the service's thread is that uid to clone it): the kernel lets
+ * the owner set a namespace's maps without CAP_SYS_ADMIN, so the service needs no more
+ * privilege than when it owned them itself. What is not open by then is opened as root. */
+enum { PF_UID_MAP, PF_GID_MAP, PF_OOM, PF_MAX };
+typedef struct pid1_files {
+        int fd[PF_MAX];
+} pid1_files;
+
+static void pid1_files_open(pid_t pid, pid1_files *f)
 {
-        char path[64], map[128];
+        static const char *const names[PF_MAX] = { "uid_map", "gid_map", "oom_score_adj" };
+        for (int i = 0; i < PF_MAX; i++) {
+                if (f->fd[i] >= 0)
+                        continue;
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, names[i]);
+                f->fd[i] = open(path, O_WRONLY | O_CLOEXEC);
+        }
+}
+
+static void pid1_files_close(pid1_files *f)
+{
+        for (int i = 0; i < PF_MAX; i++)
+                close_fd(&f->fd[i]);
+}
+
+static int write_fd(int fd, const char *s)
+{
+        if (fd < 0)
+                return -EBADF;
+        ssize_t n = write(fd, s, strlen(s));
+        return n == (ssize_t)strlen(s) ? 0 : n < 0 ? -errno : -EIO;
+}
+
+static int write_id_maps(const pid1_files *f, uint32_t base, hxs_error *err)
+{
+        char map[128];
         snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", base, NS_SANDBOX_UID, base + NS_SANDBOX_UID);
-        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-        int r = write_file(path, map);
+        int r = write_fd(f->fd[PF_UID_MAP], map);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "writing the uid map: %s", strerror(-r));
-        snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-        r = write_file(path, map);
+        r = write_fd(f->fd[PF_GID_MAP], map);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "writing the gid map: %s", strerror(-r));
         return 0;
@@ -121,36 +155,42 @@ size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES])
         return NS_UID_RANGES;
 }
 
-/* clone3 as `owner`: the user namespace it creates belongs to the effective uid of its
- * creator. Only this thread, only for the call: raw system calls (libc's setresuid
- * would change every thread's), capabilities kept as they are (SECBIT_NO_SETUID_FIXUP:
- * CLONE_INTO_CGROUP still needs the service's), then back to uid 0, which cannot fail
- * (the real and saved uids stay 0). The child gets full capabilities in its new user
- * namespace and none outside it, whatever this thread's. */
-static long clone3_as(uid_t owner, struct clone_args *ca)
+/* clone3 as `owner`: the user namespace it creates belongs to its creator's effective
+ * uid. Only this thread, only for the call (and for opening PID 1's files as owner,
+ * see pid1_files). The child gets full capabilities in its new user namespace and none
+ * outside it, whatever this thread's. */
+static long clone3_as(uid_t owner, struct clone_args *ca, pid1_files *files)
 {
-        int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
-        if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
-                return -errno;
-        long pid = -1;
-        int saved = 0;
-        if (syscall(SYS_setresgid, -1, owner, -1) < 0 || syscall(SYS_setresuid, -1, owner, -1) < 0)
-                saved = errno;
-        else if ((pid = syscall(SYS_clone3, ca, sizeof(*ca))) < 0)
-                saved = errno;
+        int dumpable = ns_owner_become(owner);
+        if (dumpable < 0)
+                return dumpable;
+        long pid = syscall(SYS_clone3, ca, sizeof(*ca));
         if (pid == 0)
                 return 0;
-        if (syscall(SYS_setresuid, -1, 0, -1) < 0 || syscall(SYS_setresgid, -1, 0, -1) < 0 ||
-            prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
-                abort(); /* a service thread must never go on with another uid */
+        int saved = errno;
+        if (pid > 0)
+                pid1_files_open((pid_t)pid, files);
+        ns_owner_unbecome(dumpable);
         return pid < 0 ? -saved : pid;
+}
+
+/* A signal from the owner of the sandbox's user namespace, which may send it there
+ * without CAP_KILL: for a service that does not hold it. */
+static int signal_as(uid_t owner, int pidfd, int sig)
+{
+        int dumpable = ns_owner_become(owner);
+        if (dumpable < 0)
+                return dumpable;
+        int r = pidfd_send_signal(pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+        ns_owner_unbecome(dumpable);
+        return r;
 }
 
 /* The cold path: the service itself clones the sandbox's PID 1, born into the v2
  * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit), its user
  * namespace owned by `owner`. */
-static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owner, pid_t *ret_pid,
-                      int *ret_pidfd, unsigned *ret_joined)
+static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owner, pid1_files *files,
+                      pid_t *ret_pid, int *ret_pidfd, unsigned *ret_joined)
 {
         int pidfd = -1;
         struct clone_args ca = {
@@ -162,12 +202,14 @@ static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owne
                 ca.flags |= CLONE_INTO_CGROUP;
                 ca.cgroup = (uint64_t)join->v2_dirfd;
         }
-        long pid = clone3_as(owner, &ca);
-        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) && (pid == -EINVAL || pid == -E2BIG)) {
-                /* a kernel without CLONE_INTO_CGROUP (before 5.7): moved by pid instead */
+        long pid = clone3_as(owner, &ca, files);
+        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) &&
+            (pid == -EINVAL || pid == -E2BIG || pid == -EACCES || pid == -EPERM)) {
+                /* a kernel without CLONE_INTO_CGROUP (before 5.7), or a service without
+                 * CAP_DAC_OVERRIDE (the owner may not write the cgroup): moved by pid */
                 ca.flags &= ~(uint64_t)CLONE_INTO_CGROUP;
                 ca.cgroup = 0;
-                pid = clone3_as(owner, &ca);
+                pid = clone3_as(owner, &ca, files);
         }
         if (pid < 0)
                 return (int)pid;
@@ -209,6 +251,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         const hxs_config *cfg = &e->cfg;
         const hxs_request *req = x->req;
         int payload_fd = -1;
+        pid1_files files = { { -1, -1, -1 } };
         int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
             err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
         int r;
@@ -286,7 +329,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                                 args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
                                 joined |= 1u << h;
                         }
-                r = spawn_cold(&args, &join, x->owner_uid, &pid, &pidfd, &joined);
+                r = spawn_cold(&args, &join, x->owner_uid, &files, &pid, &pidfd, &joined);
                 cg_join_close(&join);
                 if (r < 0) {
                         hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
@@ -307,7 +350,16 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         x->stderr_fd = TAKE_FD(err_p[0]);
         x->stdin_fd = TAKE_FD(in_p[1]);
 
-        if ((r = write_id_maps(x->pid, cfg->uid_base, err)) < 0)
+        if (x->warm) {
+                /* as a cold one's, as the owner (a template made it dumpable) */
+                int dumpable = ns_owner_become(x->owner_uid);
+                if (dumpable >= 0) {
+                        pid1_files_open(x->pid, &files);
+                        ns_owner_unbecome(dumpable);
+                }
+        }
+        pid1_files_open(x->pid, &files); /* what the owner could not open, as root */
+        if ((r = write_id_maps(&files, cfg->uid_base, err)) < 0)
                 goto fail;
         /* maps done: the child builds its root while we move it into the cgroups */
         if (write(sync_p[1], "m", 1) != 1) {
@@ -319,9 +371,8 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 goto fail;
         /* PID 1 must outlive the program under memory pressure, so that the status
          * is reported; the program resets its own score. */
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)x->pid);
-        (void)write_file(path, "-1000");
+        (void)write_fd(files.fd[PF_OOM], "-1000");
+        pid1_files_close(&files);
 
         if ((r = set_nonblock(x->stdout_fd)) < 0 || (r = set_nonblock(x->stderr_fd)) < 0 ||
             (r = set_nonblock(x->report_fd)) < 0 ||
@@ -356,6 +407,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 
 fail:
         close_fd(&payload_fd);
+        pid1_files_close(&files);
         close_pair(sync_p); /* the child reads EOF and exits, if it exists */
         if (x->pid > 0)
                 prefer_child_reason(x, err);
@@ -368,8 +420,9 @@ fail:
 
 static void ns_kill(hxs_exec *x)
 {
-        if (x->pidfd >= 0 && !x->reaped)
-                (void)pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0);
+        if (x->pidfd >= 0 && !x->reaped && pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0) < 0 &&
+            errno == EPERM && x->owner_uid)
+                (void)signal_as(x->owner_uid, x->pidfd, SIGKILL);
         if (x->have_cg)
                 cg_exec_kill(&x->cg);
 }

@@ -468,8 +468,10 @@ static const struct {
         { "max_time_namespaces", SIZE_MAX },
 };
 
-/* fds[i] < 0 where the kernel has no such counter. Nothing to do when the limits are
- * not configured (the microVM's agent: a guest kernel of its own). */
+/* fds[i] < 0 where the kernel has no such counter, or where /proc/sys is read-only
+ * (a container runtime mounts it so; the owner uid of the namespace is the sandbox's
+ * own all the same). Nothing to do when the limits are not configured (the microVM's
+ * agent: a guest kernel of its own). */
 static void open_ns_limits(const hxs_config *cfg, int fds[ARRAY_SIZE(ns_limits)])
 {
         for (size_t i = 0; i < ARRAY_SIZE(ns_limits); i++) {
@@ -479,7 +481,7 @@ static void open_ns_limits(const hxs_config *cfg, int fds[ARRAY_SIZE(ns_limits)]
                         continue;
                 snprintf(p, sizeof(p), "/proc/sys/user/%s", ns_limits[i].name);
                 fds[i] = open(p, O_WRONLY | O_CLOEXEC);
-                if (fds[i] < 0 && errno != ENOENT)
+                if (fds[i] < 0 && errno != ENOENT && errno != EROFS)
                         die("opening %s", p);
         }
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The owner uid pool (see owners.h). */
 #include <errno.h>
+#include <linux/capability.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -100,3 +103,38 @@ unsigned ns_owners_held(const ns_owners *o)
 {
         return o ? o->held : 0;
 }
+
+/* Raw system calls: libc's setresuid would change every thread's. Back to 0 cannot
+ * fail (the real and saved ids stay 0, and the kernel makes the permitted set
+ * effective again); a service thread must never go on with another uid, so abort if
+ * it did. */
+int ns_owner_become(uid_t uid)
+{
+        int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+        if (syscall(SYS_setresgid, -1, uid, -1) < 0 || syscall(SYS_setresuid, -1, uid, -1) < 0) {
+                int r = -errno;
+                if (syscall(SYS_setresgid, -1, 0, -1) < 0)
+                        abort();
+                (void)prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+                return r;
+        }
+        (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        /* a change of euid from 0 clears the effective set: what this thread may do
+         * stays what it might before (CLONE_INTO_CGROUP, the files it opens) */
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2];
+        if (syscall(SYS_capget, &hdr, data) == 0) {
+                data[0].effective = data[0].permitted;
+                data[1].effective = data[1].permitted;
+                (void)syscall(SYS_capset, &hdr, data);
+        }
+        return dumpable < 0 ? 1 : dumpable;
+}
+
+void ns_owner_unbecome(int dumpable)
+{
+        if (syscall(SYS_setresuid, -1, 0, -1) < 0 || syscall(SYS_setresgid, -1, 0, -1) < 0)
+                abort();
+        (void)prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+}
+

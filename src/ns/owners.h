@@ -34,3 +34,11 @@ void ns_owner_hold(ns_owners *o, uid_t uid);
 void ns_owner_put(ns_owners *o, uid_t uid);
 /* How many uids this engine holds (for tests and figures). */
 unsigned ns_owners_held(const ns_owners *o);
+
+/* For a moment, this thread (only) acts as uid: its effective uid and gid, its
+ * permitted capabilities still effective, and the process dumpable, so that what it
+ * clones is too and has its /proc files owned by uid. The kernel lets the owner of a
+ * user namespace (seen from the host) set its id maps, signal and inspect what is in
+ * it. Returns the dumpable flag to give back to ns_owner_unbecome, or -errno. */
+int ns_owner_become(uid_t uid);
+void ns_owner_unbecome(int dumpable);

@@ -118,9 +118,15 @@ int template_check_child(int pidfd, pid_t pid, uid_t owner)
         snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
         if (read_file(path, buf, sizeof(buf)) <= 0 || status_number(buf, "PPid") != getpid())
                 return -EPERM;
-        /* ... in a user namespace of its own, which the slot's owner uid owns ... */
+        /* ... in a user namespace of its own, which the slot's owner uid owns (looked
+         * at as that owner, who may; a process in any other namespace the service, if
+         * it lacks CAP_SYS_PTRACE, may not even look at) ... */
         snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+        int dumpable = ns_owner_become(owner);
+        if (dumpable < 0)
+                return -EPERM;
         int ns = open(path, O_RDONLY | O_CLOEXEC);
+        ns_owner_unbecome(dumpable);
         if (ns < 0)
                 return -EPERM;
         uid_t got = (uid_t)-1;
@@ -232,10 +238,12 @@ static _Noreturn void exec_mother(const hxs_templates *ts, template_kind kind, i
         if (chdir("/") < 0)
                 _exit(127);
         /* Only CAP_SETUID and CAP_SETGID survive, as ambient capabilities across exec:
-         * the mother gives each slot template its uid with them. */
+         * the mother gives each slot template its uid with them. The bounding set too,
+         * where the service may change it (CAP_SETPCAP); no_new_privs keeps any exec
+         * from gaining what it still holds. */
         for (int cap = 0; cap <= 63; cap++)
                 if (cap != CAP_SETUID && cap != CAP_SETGID && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
-                    errno != EINVAL)
+                    errno != EINVAL && errno != EPERM)
                         _exit(127);
         if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 ||
             setresuid(uid, uid, uid) < 0 || prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)

@@ -241,6 +241,11 @@ static PyObject *become_slot(const template_slot_request *req, int sock, pid_t e
         /* after the uid change, which clears it; the engine is our parent */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != engine)
                 _exit(127);
+        /* dumpable (the uid change cleared that too), so that the sandboxes it clones
+         * are, until they change their own uids: the engine, as their namespace's owner,
+         * may then look at them and write their id maps without further privilege */
+        if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+                _exit(127);
         if (dup3(sock, TEMPLATE_SOCK_FD, O_CLOEXEC) < 0) /* over the mother's socket */
                 _exit(127);
         close(sock);

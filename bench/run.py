@@ -57,7 +57,7 @@ BWRAP_FLAGS = [
     "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000",
     "--die-with-parent", "--new-session",
     "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
-    "--setenv", "LANG", "C.UTF-8",
+    "--setenv", "LANG", "C.UTF-8", "--setenv", "MPLBACKEND", "Agg",
     "--ro-bind", "/usr", "/usr",
     "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
     "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
@@ -67,6 +67,8 @@ BWRAP_FLAGS = [
     "--ro-bind-try", "/etc/python3.11", "/etc/python3.11",
     "--ro-bind-try", "/etc/ssl", "/etc/ssl",
     "--ro-bind-try", "/etc/localtime", "/etc/localtime",
+    "--ro-bind-try", "/etc/matplotlibrc", "/etc/matplotlibrc",
+    "--ro-bind-try", "/etc/fonts", "/etc/fonts",
     "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
 ]
 
@@ -95,7 +97,7 @@ OUR_ENV = {
 # The host's matters: e.g. NODE_EXTRA_CA_CERTS, set on this machine, makes every node
 # start-up parse the CA bundle (+80 ms CPU), which a sandbox that clears the
 # environment never pays.
-CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "MPLBACKEND": "Agg"}
 TIMEOUT_S = 30      # per-request time limit asked of our sandbox
 MEMORY_MB = 512     # per-request memory limit asked of our sandbox
 
@@ -131,6 +133,18 @@ print("residual %.1e fft0 %.3f" % (np.abs(a @ x - b).max(), abs(spec[0])))
 OUTPUT_BYTES = 10 * 1024 * 1024
 OUTPUT_CODE = "import sys\nsys.stdout.write(('x' * 1023 + '\\n') * 10240)\n"
 
+# A chart as a model writes it. matplotlib's font cache lives in HOME: the sandboxes
+# (ours, bwrap's and firejail's private /tmp) build it on every run, bare only once.
+CHART_CODE = """\
+import os
+import matplotlib.pyplot as plt
+plt.plot([1, 2])
+path = os.path.expanduser("~/chart-%d.png" % os.getpid())
+plt.savefig(path)
+print("png", open(path, "rb").read(4) == b"\\x89PNG", os.path.getsize(path) > 1000)
+os.unlink(path)
+"""
+
 CPU_N = 12_000_000
 CPU_CODE = f"s = 0\nfor i in range({CPU_N}):\n    s += i % 7\nprint(s)\n"
 CPU_EXPECT = str(sum(i % 7 for i in range(7)) * (CPU_N // 7) + sum(range(CPU_N % 7)))
@@ -143,6 +157,7 @@ WORKLOADS = {
     "pandas-describe": ("python", PANDAS_CODE,
                         lambda o: b"count" in o and b"max" in o and b"6.0" in o, False),
     "numpy-scipy": ("python", NUMPY_CODE, lambda o: o.startswith(b"residual "), False),
+    "matplotlib-chart": ("python", CHART_CODE, lambda o: o == b"png True True\n", False),
     "output-10mb": ("python", OUTPUT_CODE, lambda o: len(o) == OUTPUT_BYTES, False),
     "cpu-loop": ("python", CPU_CODE, lambda o: o.strip() == CPU_EXPECT.encode(), False),
 }

@@ -8,8 +8,10 @@ Writes, into the output directory:
                   cut out of the bzImage's LZ4 payload
   vmlinuz         the kernel as Debian ships it (bzImage)
   initramfs.img   newc cpio: the agent as /init, the virtio (and vsock) modules
-  rootfs.ext4     the read-only root: Python 3.11 + numpy, pandas, scipy, Node.js, Bash
-  manifest.json   what went in (packages and versions, checksums of every output)
+  rootfs.ext4     the read-only root: the runtimes of scripts/runtimes.txt (Python 3.11
+                  with numpy, pandas, scipy, matplotlib, ...; Node.js; Bash)
+  manifest.json   what went in (packages and versions, the Python distributions of the
+                  root, checksums of every output)
 
 Where things come from:
   - the kernel: Debian's cloud kernel, resolved from the linux-image-cloud-amd64
@@ -46,8 +48,31 @@ import tempfile
 
 FORMAT = 1
 KERNEL_META = "linux-image-cloud-amd64"
-RUNTIME_PACKAGES = ["python3", "python3-numpy", "python3-pandas", "python3-scipy",
-                    "nodejs", "bash", "ca-certificates", "tzdata"]
+# The runtimes: one manifest for the set-up script, this builder and the engine.
+RUNTIMES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtimes.txt")
+LANGUAGES = ("python", "javascript", "bash", "any")
+
+
+def read_runtimes(path=RUNTIMES_FILE):
+    """[(language, Debian package, distribution or None, import or None)], in file order."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise BuildError(f"the runtime manifest {path}: {e.strerror}")
+    for n, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if words[0] not in LANGUAGES or len(words) not in (2, 4):
+            raise BuildError(f"{path}:{n}: expected LANGUAGE PACKAGE [DISTRIBUTION IMPORT]")
+        rows.append((words[0], words[1], *(words[2:] or [None, None])))
+    if not rows:
+        raise BuildError(f"{path}: no packages")
+    return rows
+
+
 # Modules the agent loads, by group (the agent loads "base", then "serial" or
 # "vsock"), each followed by what it depends on. Built-in ones are left out.
 MODULE_GROUPS = [
@@ -71,6 +96,27 @@ NOT_FOLLOWED = {"g++", "c++-compiler", "libboost-dev", "python3-all-dev", "libxs
 
 class BuildError(Exception):
     pass
+
+
+def normalize(name):
+    """PEP 503: lower case, runs of -, _ and . as one - (as the engine's index does)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def python_distributions(root):
+    """{normalized name: version} of the .dist-info and .egg-info under root's site dirs."""
+    found = {}
+    for d in ("usr/lib/python3/dist-packages", "usr/local/lib/python3.11/dist-packages",
+              "usr/lib/python3.11/site-packages"):
+        try:
+            names = sorted(os.listdir(os.path.join(root, d)))
+        except OSError:
+            continue
+        for n in names:
+            m = re.fullmatch(r"([^-]+)-([^-]+)(-py[0-9.]+)?\.(dist-info|egg-info)", n)
+            if m:
+                found.setdefault(normalize(m.group(1)), m.group(2))
+    return dict(sorted(found.items()))
 
 
 class Progress:
@@ -485,17 +531,17 @@ def archive_versions(names):
     return versions
 
 
-def debootstrap_root(staging, cache):
+def debootstrap_root(staging, cache, packages):
     if os.geteuid() != 0:
         raise BuildError("--from debootstrap needs root")
     os.makedirs(os.path.join(cache, "debootstrap"), exist_ok=True)
     mirror = debian_mirror()
-    run(["debootstrap", "--variant=minbase", "--include=" + ",".join(RUNTIME_PACKAGES),
+    run(["debootstrap", "--variant=minbase", "--include=" + ",".join(packages),
          f"--cache-dir={os.path.join(cache, 'debootstrap')}", SUITE, staging, mirror])
     # what the runtimes and the Essential set need, as on the host; the rest goes
     # (pythran's compilers and headers), dependencies or not
     pkgs = installed_packages(os.path.join(staging, "var/lib/dpkg"))
-    keep = set(closure(pkgs, RUNTIME_PACKAGES + sorted(n for n, p in pkgs.items() if p["essential"])))
+    keep = set(closure(pkgs, packages + sorted(n for n, p in pkgs.items() if p["essential"])))
     purge = sorted(n for n, p in pkgs.items() if n not in keep and not p["required"])
     if purge:
         run(["chroot", staging, "dpkg", "--purge", "--force-depends"] + purge)
@@ -614,16 +660,21 @@ def build(args):
         raise BuildError(f"no agent at {args.agent} (build the hexr-agent target)")
     agent_sha = sha256_file(args.agent)
     kernel_pkg, kernel_version = resolve_kernel()
+    runtimes = read_runtimes()
+    packages = [r[1] for r in runtimes]
+    # a language's packages must be there; those for "any" (certificates, time zones)
+    # are taken when installed
+    required = {r[1] for r in runtimes if r[0] != "any"}
     if args.source == "host":
         pkgs = installed_packages()
-        roots = RUNTIME_PACKAGES + sorted(n for n, p in pkgs.items() if p["essential"])
-        names = closure(pkgs, [r for r in roots if r in pkgs or r in RUNTIME_PACKAGES[:6]])
+        roots = packages + sorted(n for n, p in pkgs.items() if p["essential"])
+        names = closure(pkgs, [r for r in roots if r in pkgs or r in required])
         versions = {n: pkgs[n]["version"] for n in names}
     else:
         if not shutil.which("debootstrap"):
             raise BuildError("--from debootstrap needs debootstrap (apt-get install debootstrap)")
-        names = RUNTIME_PACKAGES
-        versions = archive_versions(RUNTIME_PACKAGES)
+        names = packages
+        versions = archive_versions(packages)
     key = inputs_key(kernel_pkg, kernel_version, versions, agent_sha, args.source)
     print(f"      kernel {kernel_pkg} {kernel_version}; {len(names)} packages ({args.source}); "
           f"agent {agent_sha[:12]}")
@@ -673,14 +724,19 @@ def build(args):
                       "lists), runtimes plus Essential plus their Depends closure")
         else:
             progress.step(f"root: debootstrap --variant=minbase {SUITE} with the runtimes (minutes)")
-            mirror, versions = debootstrap_root(staging, cache)
+            mirror, versions = debootstrap_root(staging, cache, packages)
             print(f"      {len(versions)} packages from {mirror}")
             source = (f"debootstrap --variant=minbase {SUITE} from {mirror}, with "
-                      f"{', '.join(RUNTIME_PACKAGES)}; packages outside their Depends closure "
+                      f"{', '.join(packages)}; packages outside their Depends closure "
                       "and the Essential set purged")
 
         progress.step("root tree: links, alternatives, ld.so.cache, timestamps")
         finish_root(staging, epoch, host_alternatives=args.source == "host")
+        dists = python_distributions(staging)
+        lacking = [f"{r[2]} ({r[1]})" for r in runtimes if r[2] and normalize(r[2]) not in dists]
+        if lacking:
+            raise BuildError("the root lacks the Python distributions " + ", ".join(lacking) +
+                             " of the runtime manifest")
 
         progress.step("rootfs.ext4 (read-only, no journal)")
         mb = make_ext4(staging, os.path.join(tmp, "rootfs.ext4"), epoch)
@@ -698,6 +754,8 @@ def build(args):
             "source_date_epoch": epoch,
             "rootfs_source": source,
             "packages": versions,
+            # what GET /api/v1/runtimes reports for the microVM backends
+            "python_distributions": dists,
             "files": {o: {"sha256": sha256_file(os.path.join(tmp, o)),
                           "size": os.path.getsize(os.path.join(tmp, o))} for o in OUTPUTS},
         }
@@ -734,13 +792,17 @@ def info(args):
         print(f"{outdir}/manifest.json is not valid JSON: rebuild with `hexr-sandbox image build --force`",
               file=sys.stderr)
         return 1
+    try:
+        runtime_packages = [r[1] for r in read_runtimes()]
+    except BuildError:
+        runtime_packages = sorted(m["packages"])
     print(f"image {outdir}")
     print(f"  kernel   {m['kernel']['package']} {m['kernel']['version']}")
     print(f"  agent    sha256 {m['agent_sha256']}")
     print(f"  root     {m.get('rootfs_source', '?')}")
     print("  modules  " + "; ".join(f"{g}: {', '.join(v) or '(built in)'}" for g, v in m["modules"].items()))
     print(f"  packages {len(m['packages'])}: " + ", ".join(
-        f"{p} {m['packages'][p]}" for p in RUNTIME_PACKAGES if p in m["packages"]))
+        f"{p} {m['packages'][p]}" for p in runtime_packages if p in m["packages"]))
     missing = 0
     for o, meta in m["files"].items():
         p = os.path.join(outdir, o)

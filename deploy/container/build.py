@@ -4,8 +4,8 @@
 
 No base image is pulled. The root is assembled the way the microVM guest's root is
 (scripts/image-build.py, whose functions this reuses): the files of the Debian packages
-installed on the build host, for the runtimes the sandbox offers (Python 3.11 with
-numpy, pandas and scipy, Node.js, Bash), the libraries the service binary links, tini
+installed on the build host, for the runtimes the sandbox offers (scripts/runtimes.txt:
+Python 3.11 with numpy, pandas, scipy, matplotlib, ...; Node.js; Bash), the libraries the service binary links, tini
 (PID 1: reaps orphans, forwards SIGTERM) and the Essential set, with the closure of
 their Depends. To that it adds:
 
@@ -182,7 +182,7 @@ def build(args):
     tag = args.tag or f"hexr-sandbox:{version}"
 
     pkgs = ib.installed_packages()
-    roots = ib.RUNTIME_PACKAGES + EXTRA_PACKAGES + linked_packages([binary, module])
+    roots = [r[1] for r in ib.read_runtimes()] + EXTRA_PACKAGES + linked_packages([binary, module])
     missing = [r for r in roots if r not in pkgs]
     if missing:
         raise BuildError(f"not installed on this host: {', '.join(missing)} (scripts/setup.sh installs them)")

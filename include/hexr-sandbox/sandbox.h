@@ -133,6 +133,8 @@ typedef struct hxs_config {
         uint32_t execution_records;     /* EXECUTION_RECORDS: recent records kept */
         char packages_cache_dir[256];   /* PACKAGES_CACHE_DIR: installed package sets */
         uint32_t packages_cache_mb;     /* PACKAGES_CACHE_MB: size limit of that cache */
+        uint32_t packages_cache_inodes; /* PACKAGES_CACHE_INODES: its limit in files and directories */
+        uint32_t packages_jobs;         /* PACKAGES_JOBS: cache work (hashing, removing) at once */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */
@@ -268,6 +270,40 @@ HXS_API void hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
 
 /* 0 when sandboxes can run right now, else -errno with the reason in err. */
 HXS_API int hxs_engine_check(hxs_engine *engine, hxs_error *err);
+
+/* ---- runtimes ------------------------------------------------------------------ */
+
+/* What each language offers in the root the sandboxes see: the runtime manifest built
+ * into the library (scripts/runtimes.txt), with the versions found in that root (its
+ * dpkg database and its Python dist-packages; for the microVM backends, the guest
+ * image's manifest.json). Read once; no interpreter is run. */
+#define HXS_RUNTIME_PACKAGES_MAX 64
+
+typedef struct hxs_runtime_package {
+        hxs_language language;          /* HXS_LANG_MAX: for every language */
+        bool interpreter;               /* the language's interpreter package */
+        char debian[64];                /* Debian package */
+        char distribution[64];          /* Python distribution, "" for other packages */
+        char import_name[64];           /* the module a program imports, "" likewise */
+        char debian_version[64];        /* installed in the root; "" when not (or unknown) */
+        char version[64];               /* the distribution's version there; "" when absent */
+} hxs_runtime_package;
+
+typedef struct hxs_runtime_info {
+        hxs_runtime_package pkgs[HXS_RUNTIME_PACKAGES_MAX];
+        size_t n;
+        char version[HXS_LANG_MAX][64]; /* upstream version of the interpreter ("3.11.2"), or "" */
+        const char *interpreter[HXS_LANG_MAX]; /* its path in the root */
+        char source[320];               /* where the versions were read, in words */
+} hxs_runtime_info;
+
+/* Reads the manifest and the versions of the root that `backend` runs in (the host's
+ * root or SANDBOX_ROOTFS for namespaces, SANDBOX_VM_IMAGE_DIR for the microVMs). A root
+ * without metadata is not an error: its versions stay "". */
+HXS_API int hxs_runtime_info_load(const hxs_config *cfg, hxs_backend_kind backend, hxs_runtime_info *ret,
+                                  hxs_error *err);
+/* The engine's, read when it started. */
+HXS_API const hxs_runtime_info *hxs_engine_runtime_info(const hxs_engine *engine);
 
 /* ---- one execution ------------------------------------------------------------ */
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `hexr-sandbox doctor`: what this host offers, which backend would run, and whether a
  * sandbox really starts (it runs one). Exits 1 when sandboxes cannot run. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "engine/hostcheck.h"
+#include "engine/pkgcache.h"
 #include "hexr-sandbox/sandbox.h"
 
 int hxs_cli_doctor(int argc, char **argv)
@@ -21,21 +23,28 @@ int hxs_cli_doctor(int argc, char **argv)
                 fprintf(stderr, "hexr-sandbox: %s\n", err.message);
                 return 2;
         }
-        hxs_probe_item items[32];
+        hxs_probe_item items[64];
         hxs_backend_kind backend;
         bool runnable;
-        size_t n = hxs_probe_host(&cfg, items, 32, &backend, &runnable);
+        size_t n = hxs_probe_host(&cfg, items, sizeof(items) / sizeof(items[0]), &backend, &runnable);
         static const char *const marks[] = { "ok", "MISSING", "-" };
         for (size_t i = 0; i < n; i++)
-                printf("%-8s %-16s %s\n", marks[items[i].status], items[i].name, items[i].detail);
+                printf("%-8s %-22s %s\n", marks[items[i].status], items[i].name, items[i].detail);
+        if (cfg.packages_wheelhouse[0]) {
+                /* as the installer's users would find it: the engine refuses to start otherwise */
+                hxs_error werr = { 0 };
+                bool readable = pkgcache_check_wheelhouse(&cfg, &werr) == 0;
+                printf("%-8s %-22s %s\n", readable ? "ok" : "MISSING", "wheelhouse",
+                       readable ? cfg.packages_wheelhouse : werr.message);
+        }
 
         char why[80], missing[2048];
         if (hxs_in_container(why, sizeof(why))) {
                 if (hxs_hostcheck(&cfg, missing, sizeof(missing)) > 0) {
-                        printf("%-8s %-16s %s: %s\n", marks[1], "container", why, missing);
+                        printf("%-8s %-22s %s: %s\n", marks[1], "container", why, missing);
                         runnable = false;
                 } else {
-                        printf("%-8s %-16s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
+                        printf("%-8s %-22s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
                                marks[0], "container", why);
                 }
         }

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/dircheck.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -79,8 +81,27 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 free(e);
                 return r;
         }
+        /* what the engine keeps there (the templates' module, the roots' mount point)
+         * must be changeable by root only; from now on its resolved path is used */
+        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST) {
+                r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
+                                   e->cfg.state_dir, strerror(errno));
+                free(e);
+                return r;
+        }
+        r = dir_check_private(cfg->state_dir, "STATE_DIR", e->cfg.state_dir, sizeof(e->cfg.state_dir), err);
+        if (r < 0) {
+                free(e);
+                return r;
+        }
         pick_backend(e);
         r = e->ops->init(e, err);
+        if (r < 0) {
+                e->ops->fini(e);
+                free(e);
+                return r;
+        }
+        r = hxs_runtime_info_load(&e->cfg, e->kind, &e->runtimes, err);
         if (r < 0) {
                 e->ops->fini(e);
                 free(e);
@@ -92,7 +113,7 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 free(e);
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         }
-        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, err);
+        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, e->kind == HXS_BACKEND_NAMESPACES, err);
         if (r < 0) {
                 pkgcache_fini(&e->pkgcache);
                 hxs_pkg_index_free(&e->pkgs);
@@ -174,7 +195,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
         x->warm_slot = -1;
         x->pkg.lock_fd = -1;
-        x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = -1;
+        x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = x->commit_timer_fd = -1;
         capbuf_init(&x->fetch_log, 64 << 10);
         capbuf_init(&x->out, e->cfg.max_output_bytes);
         capbuf_init(&x->err, e->cfg.max_output_bytes);
@@ -222,7 +243,7 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                 /* not all in the image: a cached set, or an install step first */
                 hxs_error_clear(err);
                 r = pkg_prepare(e, x, err);
-                if (r == 0 && (x->installer || x->fetching)) {
+                if (r == 0 && pkg_busy(x)) {
                         *ret = x;
                         return 0;
                 }
@@ -244,7 +265,7 @@ int hxs_exec_process(hxs_exec *x)
 {
         if (x->done)
                 return 0;
-        if (x->installer || x->fetching)
+        if (pkg_busy(x))
                 return pkg_install_step(x);
         return x->engine->ops->process(x);
 }
@@ -262,10 +283,8 @@ void hxs_exec_kill(hxs_exec *x)
         if (x->done)
                 return;
         x->killed = true;
-        if (x->installer)
-                hxs_exec_kill(x->installer);
-        else if (x->fetching)
-                pkg_fetch_kill(x);
+        if (pkg_busy(x))
+                pkg_kill(x);
         else
                 x->engine->ops->kill(x);
 }

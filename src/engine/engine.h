@@ -41,6 +41,8 @@ struct hxs_engine {
         /* Python distributions the image provides (packages=) */
         hxs_pkg_index pkgs;
         pkgcache pkgcache;              /* installed sets, when a wheelhouse is configured */
+        /* the runtime manifest and the root's versions of it, read at start */
+        hxs_runtime_info runtimes;
         /* warm Python templates (NULL: everything runs cold) */
         struct hxs_templates *templates;
         int init_fd;                    /* the sandbox's init, a sealed memfd (ns-init.h) */

@@ -43,6 +43,11 @@ struct hxs_exec {
         int fetch_pidfd, fetch_out_fd, fetch_timer_fd, fetch_status;
         capbuf fetch_log;
         char fetch_dir[512];            /* where it downloads, then the installer's wheelhouse */
+        cg_exec fetch_cg;               /* its own cgroup (memory, pids) */
+        bool have_fetch_cg;
+        /* packages=: the install's commit, on a worker (pkgcache.h), and its timer */
+        pkg_commit *commit;
+        int commit_timer_fd;
         hxs_packages_source packages;
         /* progress */
         capbuf out, err;
@@ -54,11 +59,18 @@ struct hxs_exec {
 /* An execution of an owned request (freed on failure), not started. */
 int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err);
 
+/* Whether x is still in its install step (downloading, installing or committing). */
+static inline bool pkg_busy(const hxs_exec *x)
+{
+        return x->installer || x->fetching || x->commit;
+}
+
 /* packages= (pkg-install.c): a cached set for x, or its install step started. */
 int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err);
 /* Advances the install step; once it is over, starts the program or ends x. */
 int pkg_install_step(hxs_exec *x);
 /* Stops an install step in progress and removes its stage (for hxs_exec_free). */
 void pkg_abandon(hxs_exec *x);
-/* Kills the downloader of an index install. */
-void pkg_fetch_kill(hxs_exec *x);
+/* Ends the install step early (x->killed says why): kills the installer or the
+ * downloader, or cancels the commit. x's fd then reports the end. */
+void pkg_kill(hxs_exec *x);

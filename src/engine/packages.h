@@ -24,6 +24,16 @@ void hxs_pkg_index_free(hxs_pkg_index *idx);
  * is configured; -EINVAL for languages without packages. */
 int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *err);
 
+/* The canonical spelling of requirement s (which two strings share exactly when they
+ * ask for the same thing: names per PEP 503, extras normalized, sorted and once,
+ * specifiers sorted and once, no whitespace): 0 with it in out, or -EINVAL with *why
+ * (static text) saying which rule s breaks: not a requirement at all, or something pip
+ * would take for a path, a URL, an archive file or an option. */
+int hxs_pkg_canonical(const char *s, char *out, size_t size, const char **why);
+/* Replaces req's requirements by their canonical spellings, sorted, each once. 0, or
+ * -EINVAL (a requirement that is not one: validate first), -ENOMEM. */
+int hxs_pkg_canonicalize(hxs_request *req);
+
 /* Exposed for tests: PEP 503 name normalization, and a PEP 440 subset comparison
  * (numeric release segments) of "version OP spec". */
 void hxs_pkg_normalize(const char *name, size_t len, char *out, size_t size);

@@ -9,9 +9,12 @@
  * (pkg-install.py) in a sandbox of its own, with the request's memory limit and
  * timeout, the wheelhouse read-only and an empty cache directory writable; that
  * sandbox's epoll fd sits inside the execution's, so the service's loop never waits
- * for it. When it ends, the set is committed to the cache and the program starts with
- * whatever time is left, the set bound read-only at /opt/packages. The installer's
- * output never reaches the program's stdout: it becomes an error message or nothing.
+ * for it. When it ends, the set is committed to the cache on one of the cache's
+ * worker threads (hashing the wheels and measuring the set cost what the caller
+ * chose; the loop only waits for the job's eventfd, also in the execution's epoll
+ * fd), and the program starts with whatever time is left, the set bound read-only at
+ * /opt/packages. The installer's output never reaches the program's stdout: it
+ * becomes an error message or nothing.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -22,6 +25,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
+#include <linux/sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -33,6 +37,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
 
@@ -42,7 +47,9 @@ extern const char hxs_pkg_install_py[];
 #define TAG_FETCH_OUT 101
 #define TAG_FETCH_PID 102
 #define TAG_FETCH_TIMER 103
-#define INSTALL_MAX_FILES 200000
+#define TAG_COMMIT 104
+#define TAG_COMMIT_TIMER 105
+#define FETCH_PIDS_MAX 64
 
 static int installer_request(const hxs_exec *x, hxs_request **ret)
 {
@@ -55,7 +62,7 @@ static int installer_request(const hxs_exec *x, hxs_request **ret)
                 json_array_append_new(reqs, json_string(x->req->packages[i]));
         json_object_set_new(in, "requirements", reqs);
         json_object_set_new(in, "max_bytes", json_integer((json_int_t)e->pkgcache.limit_bytes));
-        json_object_set_new(in, "max_files", json_integer(INSTALL_MAX_FILES));
+        json_object_set_new(in, "max_files", json_integer((json_int_t)e->pkgcache.limit_inodes));
         char *text = in ? json_dumps(in, JSON_COMPACT) : NULL;
         json_decref(in);
         int q = text ? 0 : -ENOMEM;
@@ -84,7 +91,12 @@ int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err)
         if (x->req->language != HXS_LANG_PYTHON)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
                                       "packages: only python executions can ask for packages");
-        int r = pkgcache_request_key(c, x->req, x->request_key, err);
+        /* one spelling for one meaning: the key, the installer and pip see the same */
+        int r = hxs_pkg_canonicalize(x->req);
+        if (r < 0)
+                return hxs_fail_field(err, r == -ENOMEM ? HXS_ERR_INTERNAL : HXS_ERR_INVALID, r, "packages",
+                                      "packages: %s", r == -ENOMEM ? "out of memory" : "not a requirement");
+        r = pkgcache_request_key(c, x->req, x->request_key, err);
         if (r < 0)
                 return r;
         if (pkgcache_lookup(c, x->request_key, &x->pkg) == 1) {
@@ -164,13 +176,34 @@ static void fetch_close(hxs_exec *x)
                         (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, *fds[i], NULL);
                         close_fd(fds[i]);
                 }
+        if (x->have_fetch_cg) {
+                /* whatever pip started goes with it */
+                cg_exec_kill(&x->fetch_cg);
+                if (cg_exec_remove(&x->fetch_cg) < 0)
+                        hxs_engine_defer_cgroup(x->engine, &x->fetch_cg);
+                x->have_fetch_cg = false;
+        }
         x->fetching = false;
+}
+
+static void commit_close(hxs_exec *x)
+{
+        if (x->commit) {
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, pkg_commit_fd(x->commit), NULL);
+                pkg_commit_drop(&x->engine->pkgcache, x->commit); /* the worker cleans up */
+                x->commit = NULL;
+        }
+        if (x->commit_timer_fd >= 0) {
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->commit_timer_fd, NULL);
+                close_fd(&x->commit_timer_fd);
+        }
 }
 
 void pkg_abandon(hxs_exec *x)
 {
         drop_installer(x);
         fetch_close(x);
+        commit_close(x);
         if (x->stage[0]) {
                 pkgcache_discard(&x->engine->pkgcache, x->stage);
                 x->stage[0] = '\0';
@@ -181,10 +214,22 @@ void pkg_abandon(hxs_exec *x)
         }
 }
 
-void pkg_fetch_kill(hxs_exec *x)
+static void fetch_kill(hxs_exec *x)
 {
         if (x->fetch_pidfd >= 0 && !x->fetch_reaped)
                 (void)pidfd_send_signal(x->fetch_pidfd, SIGKILL, NULL, 0);
+        if (x->have_fetch_cg)
+                cg_exec_kill(&x->fetch_cg); /* and whatever it started */
+}
+
+void pkg_kill(hxs_exec *x)
+{
+        if (x->installer)
+                hxs_exec_kill(x->installer);
+        else if (x->fetching)
+                fetch_kill(x);
+        else if (x->commit)
+                pkg_commit_cancel(x->commit); /* its fd reports it at once */
 }
 
 static void end_with_error(hxs_exec *x, const hxs_error *err)
@@ -236,6 +281,25 @@ static const char *last_line(const hxs_result *res, int *len)
         return line;
 }
 
+/* The program, with what the install left of the timeout. */
+static void start_program(hxs_exec *x)
+{
+        hxs_engine *e = x->engine;
+        hxs_error err = { 0 };
+        snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
+        uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
+        if (used >= limit) {
+                end_with_result(x, 0, false, true, false,
+                                "hexr-sandbox: installing packages used the whole timeout\n");
+                return;
+        }
+        x->budget_ms = limit - used;
+        int r = e->ops->start(e, x, &err);
+        if (r < 0)
+                end_with_error(x, &err);
+}
+
+/* The installer is done: the commit goes to a worker, with a timer for what is left. */
 static void installed(hxs_exec *x, const hxs_result *res)
 {
         hxs_engine *e = x->engine;
@@ -259,29 +323,26 @@ static void installed(hxs_exec *x, const hxs_result *res)
                 }
                 names[i] = (char *)s;
         }
-        int r = pkgcache_commit(&e->pkgcache, x->stage, x->fetch_dir[0] ? x->fetch_dir : e->pkgcache.wheelhouse,
-                                x->request_key, names, n, &x->pkg, &err);
-        x->stage[0] = '\0'; /* committed or removed */
-        if (x->fetch_dir[0]) { /* the downloads served their purpose */
-                pkgcache_discard(&e->pkgcache, x->fetch_dir);
-                x->fetch_dir[0] = '\0';
-        }
+        int r = pkgcache_commit_submit(&e->pkgcache, x->stage, x->fetch_dir,
+                                       x->fetch_dir[0] ? x->fetch_dir : e->pkgcache.wheelhouse, x->request_key,
+                                       names, n, &x->commit, &err);
+        x->stage[0] = x->fetch_dir[0] = '\0'; /* the commit's now */
+        free(names);
+        names = NULL;
+        json_decref(rep);
+        rep = NULL;
         if (r < 0)
                 goto fail;
-        snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
-        free(names);
-        json_decref(rep);
-
         uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
-        if (used >= limit) {
-                end_with_result(x, 0, false, true, false,
-                                "hexr-sandbox: installing packages used the whole timeout\n");
-                return;
+        struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_COMMIT },
+                           ev_tim = { .events = EPOLLIN, .data.u64 = TAG_COMMIT_TIMER };
+        x->commit_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (x->commit_timer_fd < 0 || timerfd_arm_ms(x->commit_timer_fd, used < limit ? limit - used : 0) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, pkg_commit_fd(x->commit), &ev) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->commit_timer_fd, &ev_tim) < 0) {
+                hxs_fail(&err, HXS_ERR_SETUP, -errno, "packages: watching the commit: %s", strerror(errno));
+                goto fail;
         }
-        x->budget_ms = limit - used;
-        r = e->ops->start(e, x, &err);
-        if (r < 0)
-                end_with_error(x, &err);
         return;
 fail:
         free(names);
@@ -290,12 +351,54 @@ fail:
         end_with_error(x, &err);
 }
 
+/* The commit's fd or its timer fired (or it was cancelled by a kill). */
+static int commit_step(hxs_exec *x)
+{
+        struct epoll_event evs[2];
+        bool timed_out = false;
+        int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
+        for (int i = 0; i < n; i++) {
+                uint64_t v;
+                if (evs[i].data.u64 == TAG_COMMIT)
+                        (void)!read(pkg_commit_fd(x->commit), &v, sizeof(v));
+                else if (evs[i].data.u64 == TAG_COMMIT_TIMER && read(x->commit_timer_fd, &v, sizeof(v)) == sizeof(v))
+                        timed_out = true;
+        }
+        if (x->killed) {
+                pkg_abandon(x);
+                end_with_result(x, SIGKILL, true, false, false, "");
+                return 0;
+        }
+        if (timed_out && !pkg_commit_done(x->commit)) {
+                pkg_abandon(x);
+                end_with_result(x, 0, false, true, false,
+                                "hexr-sandbox: installing packages used the whole timeout\n");
+                return 0;
+        }
+        if (!pkg_commit_done(x->commit))
+                return 0;
+        hxs_error err = { 0 };
+        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, pkg_commit_fd(x->commit), NULL);
+        int r = pkg_commit_take(&x->engine->pkgcache, x->commit, &x->pkg, &err);
+        x->commit = NULL;
+        commit_close(x);
+        if (r < 0) {
+                pkg_abandon(x);
+                end_with_error(x, &err);
+                return 0;
+        }
+        start_program(x);
+        return 0;
+}
+
 static int fetch_step(hxs_exec *x);
 
 int pkg_install_step(hxs_exec *x)
 {
         if (x->fetching)
                 return fetch_step(x);
+        if (x->commit)
+                return commit_step(x);
         hxs_exec *ix = x->installer;
         /* x->epfd holds only the installer's epoll fd (level-triggered): its own
          * processing consumes the events */
@@ -330,6 +433,16 @@ int pkg_install_step(hxs_exec *x)
                 /* not found, or a wheel it will not install: either way a 422 naming it */
                 hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", "packages: %.300s",
                                msg ? msg : "the installer refused them");
+                json_decref(rep);
+                pkg_abandon(x);
+                end_with_error(x, &err);
+        } else if (res.exit_code == 4) {
+                /* the operator's to fix: 500, saying what */
+                json_t *rep = installer_report(&res);
+                const char *msg = json_string_value(json_object_get(rep, "message"));
+                hxs_fail_field(&err, HXS_ERR_SETUP, -EACCES, "packages",
+                               "packages: the installer (uid %u) cannot read the wheelhouse (%.200s): make PACKAGES_WHEELHOUSE readable by others (chmod o+rx on it, o+r on its wheels)",
+                               (unsigned)x->engine->pkgcache.owner_uid, msg ? msg : "");
                 json_decref(rep);
                 pkg_abandon(x);
                 end_with_error(x, &err);
@@ -396,6 +509,92 @@ static void free_argv(char **argv)
         free(argv);
 }
 
+typedef struct fetch_child_args {
+        char **argv, **envp;
+        const char *dir;
+        int out;
+        uid_t uid;
+        rlim_t fsize, mem;
+        const int *cg_tasks;    /* v1 tasks files to write "0" into, -1 ends */
+} fetch_child_args;
+
+/* Between clone and exec, in a copy of the service: system calls only. An unprivileged
+ * host user with a clean environment, in its own cgroup and session, working in its
+ * own empty directory; dies with us. */
+static _Noreturn void fetch_child(const fetch_child_args *a)
+{
+        struct rlimit rl_f = { a->fsize, a->fsize }, rl_c = { 0, 0 }, rl_n = { 1024, 1024 }, rl_a = { a->mem, a->mem };
+        for (const int *t = a->cg_tasks; *t >= 0; t++)
+                if (write(*t, "0", 1) != 1)
+                        _exit(126);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        umask(022); /* the installer's sandbox user reads what it downloads */
+        /* the death signal after the uid change, which clears it */
+        if (setsid() < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(a->out, 1) < 0 || dup2(a->out, 2) < 0 ||
+            syscall(SYS_close_range, 3, ~0U, 0) < 0 || chdir(a->dir) < 0 || setgroups(0, NULL) < 0 ||
+            setresgid(a->uid, a->uid, a->uid) < 0 || setresuid(a->uid, a->uid, a->uid) < 0 ||
+            prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1 ||
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || setrlimit(RLIMIT_FSIZE, &rl_f) < 0 ||
+            setrlimit(RLIMIT_CORE, &rl_c) < 0 || setrlimit(RLIMIT_NOFILE, &rl_n) < 0 ||
+            setrlimit(RLIMIT_AS, &rl_a) < 0)
+                _exit(126);
+        signal(SIGPIPE, SIG_DFL);
+        execve(a->argv[0], a->argv, a->envp);
+        _exit(127);
+}
+
+/* The downloader's own cgroup (memory as its RLIMIT_AS, a few processes), joined at
+ * birth: CLONE_INTO_CGROUP for v2, the child's own write for v1. */
+static int spawn_fetch(hxs_exec *x, const fetch_child_args *args_in, pid_t *ret_pid, int *ret_pidfd, hxs_error *err)
+{
+        hxs_engine *e = x->engine;
+        cg_limits lim = { .memory_bytes = (uint64_t)args_in->mem, .pids_max = FETCH_PIDS_MAX,
+                          .cpus_milli = e->cfg.cpus_milli };
+        int r = cg_exec_create(&e->cg, &lim, &x->fetch_cg, err);
+        if (r < 0)
+                return hxs_wrap(err, r, "packages: the downloader's cgroup");
+        x->have_fetch_cg = true;
+        cg_join join;
+        r = cg_join_open(&x->fetch_cg, &join, err);
+        if (r < 0)
+                return hxs_wrap(err, r, "packages: the downloader's cgroup");
+        int tasks[CG_HIER_MAX + 1];
+        size_t nt = 0;
+        unsigned joined = 0;
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++)
+                if (join.v1_tasks[h] >= 0) {
+                        tasks[nt++] = join.v1_tasks[h];
+                        joined |= 1u << h;
+                }
+        tasks[nt] = -1;
+        fetch_child_args args = *args_in;
+        args.cg_tasks = tasks;
+        int pidfd = -1;
+        struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD };
+        if (join.v2_dirfd >= 0) {
+                ca.flags |= CLONE_INTO_CGROUP;
+                ca.cgroup = (uint64_t)join.v2_dirfd;
+        }
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) && (errno == EINVAL || errno == E2BIG)) {
+                ca.flags &= ~(uint64_t)CLONE_INTO_CGROUP; /* before 5.7: moved by pid below */
+                ca.cgroup = 0;
+                pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        }
+        if (pid == 0)
+                fetch_child(&args);
+        int saved = errno;
+        if (pid > 0 && (ca.flags & CLONE_INTO_CGROUP))
+                joined |= 1u << join.v2_hier;
+        cg_join_close(&join);
+        if (pid < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, -saved, "packages: clone3: %s", strerror(saved));
+        *ret_pid = (pid_t)pid;
+        *ret_pidfd = pidfd;
+        r = cg_exec_attach(&x->fetch_cg, (pid_t)pid, joined, err);
+        return r < 0 ? hxs_wrap(err, r, "packages: the downloader's cgroup") : 0;
+}
+
 static int start_fetch(hxs_exec *x, hxs_error *err)
 {
         const hxs_engine *e = x->engine;
@@ -413,58 +612,42 @@ static int start_fetch(hxs_exec *x, hxs_error *err)
                 free_argv(argv);
                 return hxs_fail(err, HXS_ERR_SETUP, r, "packages: pipe: %s", strerror(-r));
         }
-        uid_t uid = c->fetch_uid;
-        rlim_t fsize = (rlim_t)c->limit_bytes, mem = (rlim_t)(x->req->memory_mb + 512) << 20;
-        pid_t pid = fork();
-        if (pid == 0) {
-                /* an unprivileged host user with a clean environment; dies with us */
-                struct rlimit rl_f = { fsize, fsize }, rl_c = { 0, 0 }, rl_n = { 1024, 1024 }, rl_a = { mem, mem };
-                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                umask(022); /* the installer's sandbox user reads what it downloads */
-                /* the death signal after the uid change, which clears it */
-                if (setsid() < 0 || devnull < 0 ||
-                    dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0 ||
-                    syscall(SYS_close_range, 3, ~0U, 0) < 0 || chdir("/") < 0 || setgroups(0, NULL) < 0 ||
-                    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 ||
-                    prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1 ||
-                    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || setrlimit(RLIMIT_FSIZE, &rl_f) < 0 ||
-                    setrlimit(RLIMIT_CORE, &rl_c) < 0 || setrlimit(RLIMIT_NOFILE, &rl_n) < 0 ||
-                    setrlimit(RLIMIT_AS, &rl_a) < 0)
-                        _exit(126);
-                signal(SIGPIPE, SIG_DFL);
-                execve(argv[0], argv, envp);
-                _exit(127);
-        }
-        int saved = errno;
+        /* pip resolves what looks like a file name against its working directory: its
+         * own empty download directory, never the service's */
+        fetch_child_args args = { .argv = argv, .envp = envp, .dir = x->fetch_dir, .out = out[1],
+                                  .uid = c->fetch_uid, .fsize = (rlim_t)c->limit_bytes,
+                                  .mem = (rlim_t)(x->req->memory_mb + 512) << 20 };
+        pid_t pid = -1;
+        r = spawn_fetch(x, &args, &pid, &x->fetch_pidfd, err);
         close(out[1]);
         free_argv(argv);
         if (pid < 0) {
                 close(out[0]);
-                return hxs_fail(err, HXS_ERR_SETUP, -saved, "packages: fork: %s", strerror(saved));
+                fetch_close(x);
+                return r;
         }
         x->fetch_pid = pid;
         x->fetch_out_fd = out[0];
         x->fetching = true;
-        x->fetch_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         x->fetch_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         uint64_t limit = (uint64_t)x->req->timeout_s * 1000;
-        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(limit / 1000), .tv_nsec = (long)(limit % 1000) * 1000000 } };
         struct epoll_event ev_out = { .events = EPOLLIN, .data.u64 = TAG_FETCH_OUT },
                            ev_pid = { .events = EPOLLIN, .data.u64 = TAG_FETCH_PID },
                            ev_tim = { .events = EPOLLIN, .data.u64 = TAG_FETCH_TIMER };
-        if (x->fetch_pidfd < 0 || x->fetch_timer_fd < 0 || timerfd_settime(x->fetch_timer_fd, 0, &its, NULL) < 0 ||
+        if (r < 0 || x->fetch_pidfd < 0 || x->fetch_timer_fd < 0 || timerfd_arm_ms(x->fetch_timer_fd, limit) < 0 ||
             fcntl(x->fetch_out_fd, F_SETFL, O_NONBLOCK) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_out_fd, &ev_out) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_pidfd, &ev_pid) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_timer_fd, &ev_tim) < 0) {
-                r = -errno;
+                if (r == 0)
+                        r = hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: watching the downloader: %s", strerror(errno));
                 if (x->fetch_pidfd < 0) { /* cannot happen for our own child; reap it by pid */
                         kill(pid, SIGKILL);
                         (void)waitpid(pid, NULL, 0);
                         x->fetch_reaped = true;
                 }
                 fetch_close(x);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: watching the downloader: %s", strerror(-r));
+                return r;
         }
         return 0;
 }
@@ -531,7 +714,7 @@ static int fetch_step(hxs_exec *x)
                         uint64_t ticks;
                         (void)!read(x->fetch_timer_fd, &ticks, sizeof(ticks));
                         x->fetch_timed_out = true;
-                        pkg_fetch_kill(x);
+                        fetch_kill(x);
                         break;
                 }
                 default:
@@ -539,7 +722,7 @@ static int fetch_step(hxs_exec *x)
                 }
         }
         /* done once pip is reaped and its output closed (it has no children that keep
-         * the pipe open longer than the time limit: the timer kills its session) */
+         * the pipe open longer than the time limit: the timer kills its cgroup) */
         if (!x->fetch_reaped || x->fetch_out_fd >= 0) {
                 if (x->fetch_reaped && x->fetch_timed_out && x->fetch_out_fd >= 0) {
                         (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_out_fd, NULL);
@@ -548,6 +731,7 @@ static int fetch_step(hxs_exec *x)
                         return 0;
                 }
         }
+        bool oom = x->have_fetch_cg && cg_exec_oom_kills(&x->fetch_cg) > 0;
         fetch_close(x);
         if (x->killed) {
                 pkg_abandon(x);
@@ -556,6 +740,10 @@ static int fetch_step(hxs_exec *x)
                 pkg_abandon(x);
                 end_with_result(x, 0, false, true, false,
                                 "hexr-sandbox: downloading packages used the whole timeout\n");
+        } else if (oom) {
+                pkg_abandon(x);
+                end_with_result(x, SIGKILL, true, false, true,
+                                "hexr-sandbox: downloading packages ran out of memory (memory_mb + 512 MiB)\n");
         } else if (!WIFEXITED(x->fetch_status) || WEXITSTATUS(x->fetch_status) != 0) {
                 fetch_failed(x);
         } else {

@@ -9,6 +9,7 @@
 # chosen wheels into /target, byte-compiles them, and prints one JSON line:
 #   {"wheels": ["name-1.0-py3-none-any.whl", ...]}            exit 0
 #   {"error": "not_found"|"invalid", "package": ..., "message": ...}   exit 3
+#   {"error": "unreadable", "message": ...}   exit 4: the wheelhouse is not readable
 import json
 import os
 import stat
@@ -160,6 +161,10 @@ def safe_path(fn, member):
 
 
 def unpack(fn, budget):
+    size = os.stat(os.path.join(WHEELHOUSE, fn)).st_size
+    if size > budget["max_bytes"]:
+        # the host hashes every chosen wheel: its size counts, not only what is unpacked
+        raise Refused("invalid", fn, f"{fn}: {size >> 20} MiB, larger than the install allows")
     with zipfile.ZipFile(os.path.join(WHEELHOUSE, fn)) as z:
         for info in z.infolist():
             mode = info.external_attr >> 16
@@ -196,7 +201,7 @@ def unpack(fn, budget):
 
 def main():
     req = json.loads(sys.stdin.read())
-    budget = {"bytes": int(req["max_bytes"]), "files": int(req["max_files"])}
+    budget = {"bytes": int(req["max_bytes"]), "files": int(req["max_files"]), "max_bytes": int(req["max_bytes"])}
     try:
         wheels = resolve(req["requirements"])
         for fn in wheels:
@@ -204,6 +209,10 @@ def main():
                 unpack(fn, budget)
             except zipfile.BadZipFile as e:
                 raise Refused("invalid", fn, f"{fn}: not a valid wheel ({e})")
+            except PermissionError as e:
+                if not (e.filename or "").startswith(WHEELHOUSE):
+                    raise Refused("invalid", fn, f"{fn}: cannot be unpacked: {e.strerror} ({e.filename or ''})")
+                raise
             except OSError as e:
                 # EFBIG: one file above the sandbox's file size limit (SANDBOX_TMPFS_MB);
                 # ENOTDIR, EEXIST...: members that collide with each other
@@ -211,6 +220,9 @@ def main():
     except Refused as e:
         print(json.dumps({"error": e.kind, "package": e.package, "message": e.message}))
         sys.exit(3)
+    except PermissionError as e:
+        print(json.dumps({"error": "unreadable", "message": f"{e.strerror}: {e.filename}"}))
+        sys.exit(4)
     import compileall
     import io
     import contextlib

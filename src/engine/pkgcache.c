@@ -1,24 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* packages=: the cache of installed package sets; layout and locking in pkgcache.h. */
+/* packages=: the cache of installed package sets; layout and locking in pkgcache.h.
+ * Committing an install (on the workers) is pkg-commit.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/dircheck.h"
 #include "core/error.h"
 #include "core/sha256.h"
+#include "core/tree.h"
 #include "engine/pkgcache.h"
 #include "engine/request.h"
 #include "ns/ns.h"
 
 #define WHEELHOUSE_MAX_ENTRIES 100000
-#define TREE_MAX_DEPTH 64
 
 static int open_subdir(int dirfd, const char *name, mode_t mode)
 {
@@ -35,14 +40,9 @@ static void sort(void *base, size_t n, size_t size, int (*cmp)(const void *, con
                 qsort(base, n, size, cmp);
 }
 
-static int cmp_digest(const void *a, const void *b)
-{
-        return strcmp((const char *)a, (const char *)b);
-}
-
 /* A DIR stream of its own on name below dirfd ("." for dirfd itself: a dup would share
  * the read offset with every other reader of dirfd). NULL with errno on failure. */
-static DIR *opendir_at(int dirfd, const char *name, int flags)
+DIR *pkgcache_opendir_at(int dirfd, const char *name, int flags)
 {
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags);
         if (fd < 0)
@@ -55,6 +55,7 @@ static DIR *opendir_at(int dirfd, const char *name, int flags)
         }
         return d;
 }
+#define opendir_at pkgcache_opendir_at
 
 /* dirfd(3), for functions whose parameter is named dirfd */
 static int dir_fd(DIR *d)
@@ -62,7 +63,7 @@ static int dir_fd(DIR *d)
         return dirfd(d);
 }
 
-static bool is_key(const char *s)
+bool pkgcache_is_key(const char *s)
 {
         if (strlen(s) != 64)
                 return false;
@@ -70,59 +71,6 @@ static bool is_key(const char *s)
                 if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
                         return false;
         return true;
-}
-
-static int rm_tree_depth(int dirfd, const char *name, int depth)
-{
-        if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-                return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        if (depth > TREE_MAX_DEPTH)
-                return -ELOOP;
-        DIR *d = opendir_at(dirfd, name, O_NOFOLLOW);
-        if (!d)
-                return -errno;
-        int fd = dir_fd(d);
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                int q = rm_tree_depth(fd, de->d_name, depth + 1);
-                if (q < 0 && r == 0)
-                        r = q;
-        }
-        closedir(d);
-        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-                r = -errno;
-        return r;
-}
-
-int rm_tree_at(int dirfd, const char *name)
-{
-        return rm_tree_depth(dirfd, name, 0);
-}
-
-/* Bytes a tree occupies (allocated blocks), without following links. */
-static uint64_t tree_bytes(int dirfd, const char *name, int depth)
-{
-        struct stat st;
-        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return 0;
-        uint64_t total = (uint64_t)st.st_blocks * 512;
-        if (!S_ISDIR(st.st_mode) || depth > TREE_MAX_DEPTH)
-                return total;
-        DIR *d = opendir_at(dirfd, name, O_NOFOLLOW);
-        if (!d)
-                return total;
-        int fd = dir_fd(d);
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        total += tree_bytes(fd, de->d_name, depth + 1);
-        closedir(d);
-        return total;
 }
 
 /* ---- module names, for warm starts ---------------------------------------------- */
@@ -223,108 +171,6 @@ static pkg_warm set_warmth(pkgcache *c, int setfd)
         return w;
 }
 
-/* Leftovers of an engine that died: stages named <pid>.<n> whose pid is gone. */
-static void sweep_tmp(pkgcache *c)
-{
-        DIR *d = opendir_at(c->tmp_fd, ".", 0);
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                if (n[0] == '.')
-                        continue;
-                if (strncmp(n, "evict.", 6) == 0)
-                        n += 6;
-                long pid = strtol(n, NULL, 10);
-                if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-                        continue;
-                (void)rm_tree_at(c->tmp_fd, de->d_name);
-        }
-        closedir(d);
-}
-
-int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, hxs_error *err)
-{
-        memset(c, 0, sizeof(*c));
-        c->dirfd = c->sets_fd = c->meta_fd = c->req_fd = c->tmp_fd = -1;
-        if (!cfg->packages_wheelhouse[0] && !cfg->packages_index_url[0])
-                return 0;
-        snprintf(c->dir, sizeof(c->dir), "%s", cfg->packages_cache_dir);
-        snprintf(c->wheelhouse, sizeof(c->wheelhouse), "%s", cfg->packages_wheelhouse);
-        snprintf(c->index_url, sizeof(c->index_url), "%s", cfg->packages_index_url);
-        c->fetch_uid = cfg->uid_base + NS_FETCH_UID;
-        c->limit_bytes = (uint64_t)cfg->packages_cache_mb << 20;
-        c->owner_uid = cfg->uid_base + NS_SANDBOX_UID;
-
-        /* 0711: the sandbox's unprivileged root must reach a set to bind it */
-        char parent[256];
-        snprintf(parent, sizeof(parent), "%s", c->dir);
-        for (char *s = strchr(parent + 1, '/'); s; s = strchr(s + 1, '/')) {
-                *s = '\0';
-                (void)mkdir(parent, 0755);
-                *s = '/';
-        }
-        if (mkdir(c->dir, 0711) < 0 && errno != EEXIST)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
-                                      "PACKAGES_CACHE_DIR: %s: %s", c->dir, strerror(errno));
-        c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (c->dirfd < 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
-                                      "PACKAGES_CACHE_DIR: %s: %s", c->dir, strerror(errno));
-        struct stat st;
-        if (fstat(c->dirfd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022))
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EPERM, "PACKAGES_CACHE_DIR",
-                                      "PACKAGES_CACHE_DIR: %s must belong to the service's user and not be writable by others",
-                                      c->dir);
-        (void)fchmod(c->dirfd, 0711);
-        if ((c->sets_fd = open_subdir(c->dirfd, "sets", 0711)) < 0 ||
-            (c->meta_fd = open_subdir(c->dirfd, "meta", 0700)) < 0 ||
-            (c->req_fd = open_subdir(c->dirfd, "req", 0700)) < 0 ||
-            (c->tmp_fd = open_subdir(c->dirfd, "tmp", 0711)) < 0) {
-                int r = c->sets_fd < 0 ? c->sets_fd : c->meta_fd < 0 ? c->meta_fd : c->req_fd < 0 ? c->req_fd : c->tmp_fd;
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, r, "PACKAGES_CACHE_DIR",
-                                      "PACKAGES_CACHE_DIR: creating its directories in %s: %s", c->dir, strerror(-r));
-        }
-        sweep_tmp(c);
-
-        size_t cap = 0;
-        add_names(cfg->rootfs, "/usr/lib/python3.11", &c->stdlib_names, &c->n_stdlib, &cap);
-        add_names(cfg->rootfs, "/usr/lib/python3.11/lib-dynload", &c->stdlib_names, &c->n_stdlib, &cap);
-        sort(c->stdlib_names, c->n_stdlib, sizeof(char *), cmp_name);
-        cap = 0;
-        add_names(cfg->rootfs, "/usr/lib/python3/dist-packages", &c->dist_names, &c->n_dist, &cap);
-        add_names(cfg->rootfs, "/usr/local/lib/python3.11/dist-packages", &c->dist_names, &c->n_dist, &cap);
-        sort(c->dist_names, c->n_dist, sizeof(char *), cmp_name);
-
-        sha256_ctx h;
-        sha256_init(&h);
-        sha256_update(&h, cfg->rootfs, strlen(cfg->rootfs) + 1);
-        for (size_t i = 0; i < image->n; i++) {
-                sha256_update(&h, image->pkgs[i].name, strlen(image->pkgs[i].name) + 1);
-                sha256_update(&h, image->pkgs[i].version, strlen(image->pkgs[i].version) + 1);
-        }
-        uint8_t d[32];
-        sha256_final(&h, d);
-        sha256_hex(d, c->image_key);
-        c->enabled = true;
-        return 0;
-}
-
-void pkgcache_fini(pkgcache *c)
-{
-        close_fd(&c->sets_fd);
-        close_fd(&c->meta_fd);
-        close_fd(&c->req_fd);
-        close_fd(&c->tmp_fd);
-        close_fd(&c->dirfd);
-        free_names(c->stdlib_names, c->n_stdlib);
-        free_names(c->dist_names, c->n_dist);
-        c->stdlib_names = c->dist_names = NULL;
-        c->n_stdlib = c->n_dist = 0;
-        c->enabled = false;
-}
-
 /* ---- request keys ----------------------------------------------------------------- */
 
 typedef struct whl_entry {
@@ -337,10 +183,6 @@ static int cmp_whl(const void *a, const void *b)
         return strcmp(((const whl_entry *)a)->name, ((const whl_entry *)b)->name);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_error *err)
 {
@@ -385,47 +227,25 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
         }
         sort(ents, n, sizeof(*ents), cmp_whl);
 
-        /* requirements, normalized name first, sorted: order and spelling do not matter */
-        char **reqs = calloc(req->n_packages + 1, sizeof(char *));
-        if (!reqs) {
-                free(ents);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
-        }
-        for (size_t i = 0; i < req->n_packages; i++) {
-                const char *s = req->packages[i];
-                size_t nl = strcspn(s, "[=!<>~");
-                char name[64];
-                hxs_pkg_normalize(s, nl, name, sizeof(name));
-                if (asprintf(&reqs[i], "%s%s", name, s + nl) < 0) {
-                        reqs[i] = NULL;
-                        r = -ENOMEM;
-                        break;
-                }
-        }
-        if (r == 0) {
-                sort(reqs, req->n_packages, sizeof(char *), cmp_str);
-                sha256_ctx h;
-                sha256_init(&h);
-                sha256_update(&h, "hxs-pkg-v1", 11);
-                sha256_update(&h, c->image_key, 65);
-                sha256_update(&h, c->index_url, strlen(c->index_url) + 1);
-                for (size_t i = 0; i < req->n_packages; i++)
-                        sha256_update(&h, reqs[i], strlen(reqs[i]) + 1);
-                sha256_update(&h, "\n", 1);
-                for (size_t i = 0; i < n; i++) {
-                        sha256_update(&h, ents[i].name, strlen(ents[i].name) + 1);
-                        sha256_update(&h, &ents[i].size, sizeof(ents[i].size));
-                        sha256_update(&h, &ents[i].mtime_ns, sizeof(ents[i].mtime_ns));
-                }
-                uint8_t dg[32];
-                sha256_final(&h, dg);
-                sha256_hex(dg, ret);
-        }
+        /* the requirements are canonical (pkg_prepare): one spelling, sorted, each once */
+        sha256_ctx h;
+        sha256_init(&h);
+        sha256_update(&h, "hxs-pkg-v2", 11);
+        sha256_update(&h, c->image_key, 65);
+        sha256_update(&h, c->index_url, strlen(c->index_url) + 1);
         for (size_t i = 0; i < req->n_packages; i++)
-                free(reqs[i]);
-        free(reqs);
+                sha256_update(&h, req->packages[i], strlen(req->packages[i]) + 1);
+        sha256_update(&h, "\n", 1);
+        for (size_t i = 0; i < n; i++) {
+                sha256_update(&h, ents[i].name, strlen(ents[i].name) + 1);
+                sha256_update(&h, &ents[i].size, sizeof(ents[i].size));
+                sha256_update(&h, &ents[i].mtime_ns, sizeof(ents[i].mtime_ns));
+        }
+        uint8_t dg[32];
+        sha256_final(&h, dg);
+        sha256_hex(dg, ret);
         free(ents);
-        return r < 0 ? hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory") : 0;
+        return 0;
 }
 
 /* ---- using a set ------------------------------------------------------------------- */
@@ -436,8 +256,7 @@ void pkg_use_release(pkg_use *u)
         u->path[0] = '\0';
 }
 
-/* Holds sets/<key> shared and marks it recently used. 0, or -ENOENT when it is gone. */
-static int hold(pkgcache *c, const char *key, pkg_use *ret)
+int pkgcache_hold(pkgcache *c, const char *key, pkg_use *ret)
 {
         int fd = openat(c->sets_fd, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -468,26 +287,28 @@ int pkgcache_lookup(pkgcache *c, const char *request_key, pkg_use *ret)
         if (n <= 0)
                 return 0;
         key[n] = '\0';
-        if (!is_key(key))
+        if (!pkgcache_is_key(key))
                 return 0;
-        return hold(c, key, ret) == 0 ? 1 : 0;
+        return pkgcache_hold(c, key, ret) == 0 ? 1 : 0;
 }
+
+/* ---- install directories and the trash --------------------------------------------- */
 
 int pkgcache_stage(pkgcache *c, uint32_t owner, char ret_path[512], hxs_error *err)
 {
-        char name[64];
-        snprintf(name, sizeof(name), "%d.%lu", (int)getpid(), ++c->seq);
-        if (mkdirat(c->tmp_fd, name, 0755) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: creating %s/tmp/%s: %s", c->dir, name,
-                                strerror(errno));
+        char name[32];
+        snprintf(name, sizeof(name), "%lu", atomic_fetch_add(&c->seq, 1) + 1);
+        if (mkdirat(c->work_fd, name, 0755) < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: creating %s/tmp/%s/%s: %s", c->dir, c->work,
+                                name, strerror(errno));
         /* only the unprivileged user that fills it may write there */
-        if (fchownat(c->tmp_fd, name, owner, owner, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fchownat(c->work_fd, name, owner, owner, AT_SYMLINK_NOFOLLOW) < 0) {
                 int r = -errno;
-                (void)unlinkat(c->tmp_fd, name, AT_REMOVEDIR);
+                (void)unlinkat(c->work_fd, name, AT_REMOVEDIR);
                 return hxs_fail(err, HXS_ERR_SETUP, r, "packages: chown of the install directory: %s",
                                 strerror(-r));
         }
-        snprintf(ret_path, 512, "%s/tmp/%s", c->dir, name);
+        snprintf(ret_path, 512, "%s/tmp/%s/%s", c->dir, c->work, name);
         return 0;
 }
 
@@ -497,193 +318,263 @@ static const char *base_name(const char *path)
         return s ? s + 1 : path;
 }
 
+typedef struct trash_job {
+        pkg_job job;
+        pkgcache *cache;
+} trash_job;
+
+/* Empties the trash. A new arrival while it runs queues another pass. */
+static void trash_run(pkg_job *j)
+{
+        pkgcache *c = ((trash_job *)j)->cache;
+        atomic_store(&c->trash_queued, false);
+        DIR *d = opendir_at(c->trash_fd, ".", 0);
+        if (!d)
+                return;
+        struct dirent *de;
+        while (!atomic_load(&j->cancel) && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        (void)tree_remove_at(c->trash_fd, de->d_name);
+        closedir(d);
+}
+
+static void trash_free(pkg_job *j)
+{
+        free(j);
+}
+
+static void trash_wake(pkgcache *c)
+{
+        if (!c->jobs || atomic_exchange(&c->trash_queued, true))
+                return;
+        trash_job *t = calloc(1, sizeof(*t));
+        if (t) {
+                t->job.run = trash_run;
+                t->job.free = trash_free;
+                t->cache = c;
+                if (pkg_jobs_submit_detached(c->jobs, &t->job) == 0)
+                        return;
+                free(t);
+        }
+        atomic_store(&c->trash_queued, false); /* the next discard tries again */
+}
+
+int pkgcache_trash(pkgcache *c, int dirfd, const char *name)
+{
+        char t[64];
+        snprintf(t, sizeof(t), "%lu", atomic_fetch_add(&c->seq, 1) + 1);
+        if (renameat(dirfd, name, c->trash_fd, t) < 0)
+                return -errno;
+        trash_wake(c);
+        return 0;
+}
+
 void pkgcache_discard(pkgcache *c, const char *stage)
 {
         if (stage[0])
-                (void)rm_tree_at(c->tmp_fd, base_name(stage));
+                (void)pkgcache_trash(c, c->work_fd, base_name(stage));
 }
 
-typedef struct set_info {
-        char key[65];
-        long long mtime_ns;
-        uint64_t bytes;
-} set_info;
-
-static int cmp_age(const void *a, const void *b)
+/* Leftovers of engines that died: their tmp/<engine>/ is not locked any more (and
+ * whatever else is there: stages of older versions of this service, stray files). A
+ * directory being created is named .new.<pid>.* until it is locked. */
+static void sweep_tmp(pkgcache *c)
 {
-        long long x = ((const set_info *)a)->mtime_ns, y = ((const set_info *)b)->mtime_ns;
-        return x < y ? -1 : x > y;
-}
-
-static uint64_t set_bytes(pkgcache *c, const char *key)
-{
-        char buf[32];
-        int fd = openat(c->meta_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd >= 0) {
-                ssize_t n = read(fd, buf, sizeof(buf) - 1);
-                close(fd);
-                if (n > 0) {
-                        buf[n] = '\0';
-                        return strtoull(buf, NULL, 10);
-                }
-        }
-        return tree_bytes(c->sets_fd, key, 0);
-}
-
-/* Request keys whose set is gone are dropped, and any beyond ALIAS_MAX (they only save
- * an install step), so req/ cannot grow without bound. */
-#define ALIAS_MAX 20000
-static void prune_aliases(pkgcache *c)
-{
-        DIR *d = opendir_at(c->req_fd, ".", 0);
+        DIR *d = opendir_at(c->tmp_fd, ".", 0);
         if (!d)
                 return;
-        size_t kept = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
-                if (de->d_name[0] == '.')
+                const char *n = de->d_name;
+                if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, c->work) == 0)
                         continue;
-                char key[80];
-                struct stat st;
-                ssize_t n = readlinkat(c->req_fd, de->d_name, key, sizeof(key) - 1);
-                if (n > 0) {
-                        key[n] = '\0';
-                        if (is_key(key) && fstatat(c->sets_fd, key, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                            ++kept <= ALIAS_MAX)
+                if (strncmp(n, ".new.", 5) == 0) {
+                        long pid = strtol(n + 5, NULL, 10);
+                        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
                                 continue;
+                } else {
+                        int fd = openat(c->tmp_fd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) { /* a live engine's */
+                                close(fd);
+                                continue;
+                        }
+                        if (fd >= 0)
+                                close(fd);
                 }
-                (void)unlinkat(c->req_fd, de->d_name, 0);
+                (void)pkgcache_trash(c, c->tmp_fd, n);
         }
         closedir(d);
 }
 
-/* Least recently used first, until the cache fits; sets in use are skipped. */
-static void evict(pkgcache *c)
+/* tmp/<engine>/, locked for as long as this engine lives: created under a name the
+ * sweep leaves alone while we live, locked, then given its name. */
+static int make_work_dir(pkgcache *c)
 {
-        DIR *d = opendir_at(c->sets_fd, ".", 0);
-        if (!d)
-                return;
-        set_info *sets = NULL;
-        size_t n = 0, cap = 0;
-        uint64_t total = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!is_key(de->d_name))
-                        continue;
-                struct stat st;
-                if (fstatat(c->sets_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                if (n == cap) {
-                        size_t nc = cap ? cap * 2 : 32;
-                        set_info *p = realloc(sets, nc * sizeof(*p));
-                        if (!p)
-                                break;
-                        sets = p;
-                        cap = nc;
-                }
-                snprintf(sets[n].key, sizeof(sets[n].key), "%s", de->d_name);
-                sets[n].mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-                sets[n].bytes = set_bytes(c, de->d_name);
-                total += sets[n].bytes;
-                n++;
-        }
-        closedir(d);
-        sort(sets, n, sizeof(*sets), cmp_age);
-        for (size_t i = 0; i < n && total > c->limit_bytes; i++) {
-                int sfd = openat(c->sets_fd, sets[i].key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (sfd < 0)
-                        continue;
-                if (flock(sfd, LOCK_EX | LOCK_NB) < 0) { /* in use */
-                        close(sfd);
-                        continue;
-                }
-                char trash[64];
-                snprintf(trash, sizeof(trash), "evict.%d.%lu", (int)getpid(), ++c->seq);
-                if (renameat(c->sets_fd, sets[i].key, c->tmp_fd, trash) == 0) {
-                        (void)unlinkat(c->meta_fd, sets[i].key, 0);
-                        (void)rm_tree_at(c->tmp_fd, trash);
-                        total -= sets[i].bytes;
-                }
-                close(sfd);
-        }
-        free(sets);
-}
-
-int pkgcache_commit(pkgcache *c, const char *stage, const char *wheel_dir, const char *request_key,
-                    char *const *wheels, size_t n_wheels, pkg_use *ret, hxs_error *err)
-{
-        const char *stage_name = base_name(stage);
-        int whfd = open(wheel_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (whfd < 0) {
-                int r = hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: %s: %s", wheel_dir, strerror(errno));
-                pkgcache_discard(c, stage);
-                return r;
-        }
-        /* content key: the wheels' own digests, computed here rather than taken from
-         * the installer, sorted */
-        char (*digests)[65] = calloc(n_wheels + 1, 65);
-        int r = digests ? 0 : -ENOMEM;
-        for (size_t i = 0; r == 0 && i < n_wheels; i++) {
-                const char *w = wheels[i];
-                size_t len = strlen(w);
-                uint8_t dg[32];
-                if (len < 5 || strchr(w, '/') || w[0] == '.' || strcmp(w + len - 4, ".whl") != 0) {
-                        r = hxs_fail(err, HXS_ERR_SETUP, -EINVAL, "packages: the installer named \"%.80s\", not a wheel of the wheelhouse", w);
-                        break;
-                }
-                if ((r = sha256_file(whfd, w, dg)) < 0) {
-                        hxs_fail(err, HXS_ERR_SETUP, r, "packages: reading %.80s: %s", w, strerror(-r));
-                        break;
-                }
-                sha256_hex(dg, digests[i]);
-        }
-        close(whfd);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        char tmp[80];
+        snprintf(c->work, sizeof(c->work), "%d.%llx", (int)getpid(),
+                 (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
+        snprintf(tmp, sizeof(tmp), ".new.%s", c->work);
+        if (mkdirat(c->tmp_fd, tmp, 0711) < 0)
+                return -errno;
+        int fd = openat(c->tmp_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r = fd < 0 ? -errno : 0;
+        if (r == 0 && flock(fd, LOCK_EX | LOCK_NB) < 0)
+                r = -errno;
+        if (r == 0 && (c->trash_fd = open_subdir(fd, "trash", 0700)) < 0)
+                r = c->trash_fd;
+        if (r == 0 && renameat(c->tmp_fd, tmp, c->tmp_fd, c->work) < 0)
+                r = -errno;
         if (r < 0) {
-                if (r == -ENOMEM)
-                        hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
-                free(digests);
-                pkgcache_discard(c, stage);
+                close_fd(&c->trash_fd);
+                if (fd >= 0)
+                        close(fd);
+                (void)tree_remove_at(c->tmp_fd, tmp);
                 return r;
         }
-        sort(digests, n_wheels, 65, cmp_digest);
+        c->work_fd = fd;
+        return 0;
+}
+
+/* ---- start and stop ------------------------------------------------------------------ */
+
+int pkgcache_check_wheelhouse(const hxs_config *cfg, hxs_error *err)
+{
+        const char *wh = cfg->packages_wheelhouse;
+        if (!wh[0])
+                return 0;
+        /* the sandbox's root binds it (it must reach it); the installer, the sandbox
+         * user, lists it and reads the wheels; with an index, pip (the downloader) too */
+        const struct {
+                uint32_t uid;
+                bool list;
+                const char *who;
+        } users[] = {
+                { cfg->uid_base, false, "the sandbox's root" },
+                { cfg->uid_base + NS_SANDBOX_UID, true, "the installer" },
+                { cfg->uid_base + NS_FETCH_UID, true, "the downloader" },
+        };
+        size_t n = cfg->packages_index_url[0] ? 3 : 2;
+        for (size_t i = 0; i < n; i++) {
+                char bad[300];
+                int r = dir_try_as(users[i].uid, wh, users[i].list, ".whl", WHEELHOUSE_MAX_ENTRIES, bad, sizeof(bad));
+                if (r == 0)
+                        continue;
+                bool wheel = strcmp(bad, wh) != 0;
+                return hxs_fail_field(err, HXS_ERR_INVALID, r, "PACKAGES_WHEELHOUSE",
+                                      "PACKAGES_WHEELHOUSE: %s cannot %s %s (uid %u): %s; make %s (%s)",
+                                      users[i].who, wheel ? "read" : users[i].list ? "list" : "reach", bad,
+                                      (unsigned)users[i].uid, strerror(-r),
+                                      wheel ? "the wheels readable by others" : "the directory readable and searchable by others, and its parents searchable",
+                                      wheel ? "chmod o+r on each wheel" : "chmod o+rx on it, o+x on each directory above it");
+        }
+        return 0;
+}
+
+int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, bool installs, hxs_error *err)
+{
+        memset(c, 0, sizeof(*c));
+        c->dirfd = c->sets_fd = c->meta_fd = c->req_fd = c->tmp_fd = c->work_fd = c->trash_fd = -1;
+        if (!cfg->packages_wheelhouse[0] && !cfg->packages_index_url[0])
+                return 0;
+        snprintf(c->dir, sizeof(c->dir), "%s", cfg->packages_cache_dir);
+        snprintf(c->wheelhouse, sizeof(c->wheelhouse), "%s", cfg->packages_wheelhouse);
+        snprintf(c->index_url, sizeof(c->index_url), "%s", cfg->packages_index_url);
+        c->fetch_uid = cfg->uid_base + NS_FETCH_UID;
+        c->limit_bytes = (uint64_t)cfg->packages_cache_mb << 20;
+        c->limit_inodes = cfg->packages_cache_inodes;
+        c->owner_uid = cfg->uid_base + NS_SANDBOX_UID;
+        int r = installs ? pkgcache_check_wheelhouse(cfg, err) : 0;
+        if (r < 0)
+                return r;
+
+        /* 0711: the sandbox's unprivileged root must reach a set to bind it */
+        char parent[256];
+        snprintf(parent, sizeof(parent), "%s", c->dir);
+        for (char *s = strchr(parent + 1, '/'); s; s = strchr(s + 1, '/')) {
+                *s = '\0';
+                (void)mkdir(parent, 0755);
+                *s = '/';
+        }
+        if (mkdir(c->dir, 0711) < 0 && errno != EEXIST)
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
+                                      "PACKAGES_CACHE_DIR: %s: %s", c->dir, strerror(errno));
+        char real[PATH_MAX];
+        r = dir_check_private(c->dir, "PACKAGES_CACHE_DIR", real, sizeof(real), err);
+        if (r < 0)
+                return r;
+        if (strlen(real) >= sizeof(c->dir) - 60)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, "PACKAGES_CACHE_DIR",
+                                      "PACKAGES_CACHE_DIR: %s is longer than %zu characters", real,
+                                      sizeof(c->dir) - 60);
+        snprintf(c->dir, sizeof(c->dir), "%s", real); /* no link on the way can move it later */
+        c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (c->dirfd < 0)
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
+                                      "PACKAGES_CACHE_DIR: %s: %s", c->dir, strerror(errno));
+        (void)fchmod(c->dirfd, 0711);
+        if ((c->sets_fd = open_subdir(c->dirfd, "sets", 0711)) < 0 ||
+            (c->meta_fd = open_subdir(c->dirfd, "meta", 0700)) < 0 ||
+            (c->req_fd = open_subdir(c->dirfd, "req", 0700)) < 0 ||
+            (c->tmp_fd = open_subdir(c->dirfd, "tmp", 0711)) < 0 || (r = make_work_dir(c)) < 0) {
+                r = c->sets_fd < 0 ? c->sets_fd : c->meta_fd < 0 ? c->meta_fd : c->req_fd < 0 ? c->req_fd
+                  : c->tmp_fd < 0 ? c->tmp_fd : r;
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, r, "PACKAGES_CACHE_DIR",
+                                      "PACKAGES_CACHE_DIR: creating its directories in %s: %s", c->dir, strerror(-r));
+        }
+        pthread_mutex_init(&c->evict_mu, NULL);
+        pthread_mutex_init(&c->digest_mu, NULL);
+        c->locks = true;
+        r = pkg_jobs_new(cfg->packages_jobs, &c->jobs, err);
+        if (r < 0)
+                return r;
+        sweep_tmp(c);
+
+        size_t cap = 0;
+        add_names(cfg->rootfs, "/usr/lib/python3.11", &c->stdlib_names, &c->n_stdlib, &cap);
+        add_names(cfg->rootfs, "/usr/lib/python3.11/lib-dynload", &c->stdlib_names, &c->n_stdlib, &cap);
+        sort(c->stdlib_names, c->n_stdlib, sizeof(char *), cmp_name);
+        cap = 0;
+        add_names(cfg->rootfs, "/usr/lib/python3/dist-packages", &c->dist_names, &c->n_dist, &cap);
+        add_names(cfg->rootfs, "/usr/local/lib/python3.11/dist-packages", &c->dist_names, &c->n_dist, &cap);
+        sort(c->dist_names, c->n_dist, sizeof(char *), cmp_name);
+
         sha256_ctx h;
         sha256_init(&h);
-        /* the image too: what it provides is left out of a set, and the set is
-         * byte-compiled by the image's interpreter */
-        sha256_update(&h, c->image_key, 65);
-        for (size_t i = 0; i < n_wheels; i++)
-                sha256_update(&h, digests[i], 65);
-        free(digests);
-        uint8_t dg[32];
-        char key[65];
-        sha256_final(&h, dg);
-        sha256_hex(dg, key);
-
-        /* the set is read-only from now on: its top directory becomes ours */
-        (void)!fchownat(c->tmp_fd, stage_name, 0, 0, AT_SYMLINK_NOFOLLOW);
-        (void)!fchmodat(c->tmp_fd, stage_name, 0755, 0);
-        uint64_t bytes = tree_bytes(c->tmp_fd, stage_name, 0);
-        if (renameat(c->tmp_fd, stage_name, c->sets_fd, key) < 0) {
-                /* EEXIST / ENOTEMPTY: the same set was installed meanwhile; keep that */
-                pkgcache_discard(c, stage);
-        } else {
-                char buf[32];
-                int mfd = openat(c->meta_fd, key, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (mfd >= 0) {
-                        int len = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)bytes);
-                        (void)!write(mfd, buf, (size_t)len);
-                        close(mfd);
-                }
+        sha256_update(&h, cfg->rootfs, strlen(cfg->rootfs) + 1);
+        for (size_t i = 0; i < image->n; i++) {
+                sha256_update(&h, image->pkgs[i].name, strlen(image->pkgs[i].name) + 1);
+                sha256_update(&h, image->pkgs[i].version, strlen(image->pkgs[i].version) + 1);
         }
-        /* the request's alias, replaced atomically */
-        char tmpl[96];
-        snprintf(tmpl, sizeof(tmpl), ".%s.%d.%lu", request_key, (int)getpid(), ++c->seq);
-        if (symlinkat(key, c->req_fd, tmpl) == 0 && renameat(c->req_fd, tmpl, c->req_fd, request_key) < 0)
-                (void)unlinkat(c->req_fd, tmpl, 0);
-        r = hold(c, key, ret);
-        if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: the installed set %s is gone: %s", key, strerror(-r));
-        evict(c);
-        prune_aliases(c);
+        uint8_t d[32];
+        sha256_final(&h, d);
+        sha256_hex(d, c->image_key);
+        c->enabled = true;
         return 0;
+}
+
+void pkgcache_fini(pkgcache *c)
+{
+        pkg_jobs_free(c->jobs); /* what they were doing is cancelled, the trash is ours again */
+        c->jobs = NULL;
+        if (c->work_fd >= 0)
+                (void)tree_remove_at(c->tmp_fd, c->work);
+        close_fd(&c->trash_fd);
+        close_fd(&c->work_fd); /* drops the lock */
+        close_fd(&c->sets_fd);
+        close_fd(&c->meta_fd);
+        close_fd(&c->req_fd);
+        close_fd(&c->tmp_fd);
+        close_fd(&c->dirfd);
+        if (c->locks) {
+                pthread_mutex_destroy(&c->evict_mu);
+                pthread_mutex_destroy(&c->digest_mu);
+                c->locks = false;
+        }
+        free_names(c->stdlib_names, c->n_stdlib);
+        free_names(c->dist_names, c->n_dist);
+        c->stdlib_names = c->dist_names = NULL;
+        c->n_stdlib = c->n_dist = 0;
+        c->enabled = false;
 }

@@ -55,6 +55,58 @@ static int try_namespaces(void)
         return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EPERM;
 }
 
+/* The runtimes of the manifest in the root the backend runs: each interpreter and
+ * each Python distribution with its version. What the namespace backend's health check
+ * requires (the interpreters, the distributions) is MISSING when absent; a microVM
+ * image is fixed when built, so what it lacks is only reported. */
+static size_t probe_runtimes(const hxs_config *cfg, hxs_backend_kind backend, hxs_probe_item *items, size_t max,
+                             size_t n, bool *runnable)
+{
+        hxs_runtime_info ri;
+        hxs_error err = { 0 };
+        if (hxs_runtime_info_load(cfg, backend, &ri, &err) < 0)
+                return add(items, max, n, "runtimes", HXS_PROBE_MISSING, "%s", err.message);
+        bool vm = backend == HXS_BACKEND_QEMU || backend == HXS_BACKEND_FIRECRACKER;
+        hxs_probe_status absent = vm ? HXS_PROBE_DEGRADED : HXS_PROBE_MISSING;
+        const char *fix = vm ? "not in the guest image: hexr-sandbox image build --force" : "scripts/setup.sh installs it";
+        for (hxs_language l = 0; l < HXS_LANG_MAX; l++) {
+                const char *deb = "", *deb_version = "?";
+                for (size_t i = 0; i < ri.n; i++)
+                        if (ri.pkgs[i].interpreter && ri.pkgs[i].language == l) {
+                                deb = ri.pkgs[i].debian;
+                                if (ri.pkgs[i].debian_version[0])
+                                        deb_version = ri.pkgs[i].debian_version;
+                        }
+                char path[512];
+                snprintf(path, sizeof(path), "%s%s", cfg->rootfs, ri.interpreter[l]);
+                if (!vm && access(path, X_OK) < 0) {
+                        n = add(items, max, n, hxs_language_name(l), HXS_PROBE_MISSING, "%s: %s (Debian package %s)",
+                                path, strerror(errno), deb);
+                        *runnable = false;
+                } else {
+                        n = add(items, max, n, hxs_language_name(l), HXS_PROBE_OK, "%s %s (Debian %s %s)",
+                                ri.version[l][0] ? ri.version[l] : "(version unknown)", ri.interpreter[l], deb,
+                                deb_version);
+                }
+        }
+        for (size_t i = 0; i < ri.n; i++) {
+                const hxs_runtime_package *p = &ri.pkgs[i];
+                if (!p->distribution[0])
+                        continue;
+                char name[48];
+                snprintf(name, sizeof(name), "python: %s", p->distribution);
+                if (p->version[0]) {
+                        n = add(items, max, n, name, HXS_PROBE_OK, "%s (import %s; Debian %s %s)", p->version,
+                                p->import_name, p->debian, p->debian_version[0] ? p->debian_version : "?");
+                } else {
+                        n = add(items, max, n, name, absent, "absent (Debian package %s; %s)", p->debian, fix);
+                        if (!vm)
+                                *runnable = false;
+                }
+        }
+        return add(items, max, n, "versions from", HXS_PROBE_OK, "%s", ri.source);
+}
+
 size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                       hxs_backend_kind *ret_backend, bool *ret_runnable)
 {
@@ -134,18 +186,6 @@ size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                 n = add(items, max, n, "vm image", HXS_PROBE_OK, "%s", cfg->vm_image_dir);
         bool vm_ok = qemu && image;
 
-        static const char *const runtimes[][2] = { { "python", "/usr/bin/python3" },
-                                                   { "javascript", "/usr/bin/node" },
-                                                   { "bash", "/usr/bin/bash" } };
-        for (size_t i = 0; i < ARRAY_SIZE(runtimes); i++) {
-                char path[512];
-                snprintf(path, sizeof(path), "%s%s", cfg->rootfs, runtimes[i][1]);
-                if (access(path, X_OK) == 0)
-                        n = add(items, max, n, runtimes[i][0], HXS_PROBE_OK, "%s", path);
-                else
-                        n = add(items, max, n, runtimes[i][0], HXS_PROBE_DEGRADED, "%s: %s", path, strerror(errno));
-        }
-
         /* the same choice as the engine's: auto takes a microVM only with KVM */
         switch (cfg->backend) {
         case HXS_BACKEND_QEMU:
@@ -170,5 +210,5 @@ size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                 *ret_runnable = ns_ok;
                 break;
         }
-        return n;
+        return probe_runtimes(cfg, *ret_backend, items, max, n, ret_runnable);
 }

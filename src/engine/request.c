@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "engine/packages.h"
 #include "engine/request.h"
 
 static const struct {
@@ -182,47 +183,12 @@ static bool env_name_ok(const char *s)
 }
 
 /* Requirement strings: a distribution name, optional extras, optional version
- * specifiers. No URLs, paths, options or markers. */
-static bool requirement_ok(const char *s)
+ * specifiers, spaces between them allowed. No URLs, paths, archive files, options or
+ * markers (hxs_pkg_canonical says which rule a string breaks). */
+static bool requirement_ok(const char *s, const char **why)
 {
-        size_t len = strlen(s);
-        if (len == 0 || len > 200 || !isalnum((unsigned char)s[0]))
-                return false;
-        const char *p = s;
-        while (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.')
-                p++;
-        if (p - s > 63) /* names are compared normalized in 64 bytes */
-                return false;
-        if (*p == '[') {
-                p++;
-                while (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.' ||
-                       *p == ',')
-                        p++;
-                if (*p++ != ']')
-                        return false;
-        }
-        /* specifiers: (==|!=|<=|>=|~=|<|>)version, comma separated (PEP 440's
-         * operators, not "===" arbitrary equality, which matches any text) */
-        static const char *const ops[] = { "==", "!=", "<=", ">=", "~=", "<", ">" };
-        while (*p) {
-                size_t ol = 0;
-                for (size_t i = 0; i < ARRAY_SIZE(ops) && !ol; i++)
-                        if (strncmp(p, ops[i], strlen(ops[i])) == 0)
-                                ol = strlen(ops[i]);
-                if (!ol)
-                        return false;
-                p += ol;
-                /* a version starts with a digit (or v, as PEP 440 allows) */
-                if (!isdigit((unsigned char)*p) && !(*p == 'v' && isdigit((unsigned char)p[1])))
-                        return false;
-                while (isalnum((unsigned char)*p) || *p == '.' || *p == '*' || *p == '+' || *p == '!')
-                        p++;
-                if (*p == ',' && p[1])
-                        p++;
-                else if (*p)
-                        return false;
-        }
-        return true;
+        char canon[256];
+        return hxs_pkg_canonical(s, canon, sizeof(canon), why) == 0;
 }
 
 int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err)
@@ -280,10 +246,11 @@ int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err
                 return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "packages",
                                       "packages: %zu entries exceeds the maximum %u",
                                       req->n_packages, cfg->max_packages);
-        for (size_t i = 0; i < req->n_packages; i++)
-                if (!requirement_ok(req->packages[i]))
+        for (size_t i = 0; i < req->n_packages; i++) {
+                const char *why;
+                if (!requirement_ok(req->packages[i], &why))
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
-                                              "packages: \"%.64s\" is not a requirement (a name with optional version specifiers such as numpy or pandas>=2,<3)",
-                                              req->packages[i]);
+                                              "packages: \"%.64s\" is not a requirement: %s", req->packages[i], why);
+        }
         return 0;
 }

@@ -16,8 +16,10 @@ const hxs_runtime hxs_runtimes[HXS_LANG_MAX] = {
 
 int hxs_exec_env(const hxs_request *req, const char *pythonpath, char ***ret)
 {
+        /* MPLBACKEND: matplotlib draws with Agg (no display, no GUI toolkit probed), in
+         * Python and in any Python a Bash or Node program starts */
         static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
-                                             ("HOME=" HXS_SANDBOX_HOME), "LANG=C.UTF-8" };
+                                             ("HOME=" HXS_SANDBOX_HOME), "LANG=C.UTF-8", "MPLBACKEND=Agg" };
         size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 2;
         bool pythonpath_done = !pythonpath;
         char **env = calloc(max, sizeof(char *));

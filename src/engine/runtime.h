@@ -16,8 +16,8 @@ typedef struct hxs_runtime {
 
 extern const hxs_runtime hxs_runtimes[HXS_LANG_MAX];
 
-/* A fixed PATH, HOME and LANG, then the request's variables (which may override
- * them). Nothing of the host's. With pythonpath (an installed package set's
+/* A fixed PATH, HOME, LANG and MPLBACKEND, then the request's variables (which may
+ * override them). Nothing of the host's. With pythonpath (an installed package set's
  * directory), PYTHONPATH starts with it, before the request's own PYTHONPATH if any.
  * A NULL-terminated vector; free with hxs_strv_free. */
 int hxs_exec_env(const hxs_request *req, const char *pythonpath, char ***ret);

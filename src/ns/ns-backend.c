@@ -34,6 +34,7 @@
 #include "core/fileio.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "engine/runtime-info.h"
 #include "engine/runtime.h"
 #include "ns/ns-init.h"
 #include "ns/ns.h"
@@ -289,7 +290,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
                 .init_fd = e->init_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
-                .stdout_fd = out_p[1], .stderr_fd = err_p[1],
+                .stdout_fd = out_p[1], .stderr_fd = err_p[1], .memory_mb = req->memory_mb,
                 .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
                 .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
                 .target_dir = x->target_dir[0] ? x->target_dir : NULL,
@@ -708,6 +709,11 @@ static int ns_check(hxs_engine *e, hxs_error *err)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the sandbox root lacks %s: %s", p,
                                         strerror(errno));
         }
+        /* the Python distributions the runtime manifest promises (a readdir of the
+         * root's dist-packages; /health asks at most once a second) */
+        r = runtime_check_distributions(&e->runtimes, e->cfg.rootfs, err);
+        if (r < 0)
+                return r;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
                 if (e->cg.have[h] && access(e->cg.base[h], W_OK) < 0)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "cgroup %s is not writable",

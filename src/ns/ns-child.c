@@ -34,13 +34,16 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
 #include "core/macro.h"
+#include "ns/ns-etc.h"
 #include "ns/ns-init.h"
+#include "ns/ns-proc.h"
 #include "ns/ns.h"
 
 _Static_assert(NS_INIT_REPORT_STATUS == NS_REPORT_STATUS, "the init reports as PID 1 does");
@@ -157,6 +160,14 @@ static void tmpfs_or_die(const char *dst, const char *opts, unsigned long flags)
 /* Host /etc entries the runtimes need, shown read-only. Absent ones are skipped. */
 static const char *const etc_binds[] = {
         "ld.so.cache", "ssl", "alternatives", "python3", "python3.11", "localtime",
+        "matplotlibrc", "fonts", "services", "protocols",
+};
+/* ... and what a host without them (no netbase) gets instead: getservbyname and
+ * getaddrinfo("localhost", "http") must work everywhere */
+static const struct {
+        const char *name, *text;
+} etc_fallbacks[] = {
+        { "services", ns_etc_services }, { "protocols", ns_etc_protocols },
 };
 
 static const char etc_passwd[] =
@@ -165,7 +176,8 @@ static const char etc_passwd[] =
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 static const char etc_group[] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 static const char etc_hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n";
+static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+                                   "services: files\nprotocols: files\nnetworks: files\n";
 
 static void build_etc(const char *root)
 {
@@ -191,9 +203,13 @@ static void build_etc(const char *root)
         for (size_t i = 0; i < ARRAY_SIZE(etc_binds); i++) {
                 struct stat st;
                 snprintf(src, sizeof(src), "/etc/%s", etc_binds[i]);
-                if (lstat(src, &st) < 0)
-                        continue;
                 snprintf(p, sizeof(p), "%s/etc/%s", root, etc_binds[i]);
+                if (lstat(src, &st) < 0) {
+                        for (size_t j = 0; j < ARRAY_SIZE(etc_fallbacks); j++)
+                                if (strcmp(etc_binds[i], etc_fallbacks[j].name) == 0)
+                                        write_str(p, etc_fallbacks[j].text);
+                        continue;
+                }
                 if (S_ISLNK(st.st_mode)) {
                         char target[256];
                         ssize_t n = readlink(src, target, sizeof(target) - 1);
@@ -214,8 +230,13 @@ static void build_etc(const char *root)
 
 static void build_dev(const char *root)
 {
-        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
+        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
         char p[600], src[64];
+        /* /dev/tty opens the caller's controlling terminal: a sandbox started from a
+         * shell (the CLI) would otherwise share that shell's session and terminal.
+         * Leave it: the sandbox has no controlling terminal but one of its own ptys. */
+        if (setsid() < 0)
+                die("leaving the caller's session");
         snprintf(p, sizeof(p), "%s/dev", root);
         mkdir_or_die(p, 0755);
         tmpfs_or_die(p, "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC);
@@ -231,12 +252,23 @@ static void build_dev(const char *root)
         static const char *const links[][2] = {
                 { "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" },
                 { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+                { "pts/ptmx", "ptmx" },
         };
         for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
                 snprintf(p, sizeof(p), "%s/dev/%s", root, links[i][1]);
                 if (symlink(links[i][0], p) < 0)
                         die("symlink %s", p);
         }
+        /* pseudo-terminals: a devpts instance of the sandbox's own (it sees no other
+         * terminal), with few of them: the kernel's budget of ptys outside the host's
+         * own instance (kernel.pty.max - kernel.pty.reserve) is shared by every
+         * sandbox and container */
+        char opts[96];
+        snprintf(p, sizeof(p), "%s/dev/pts", root);
+        mkdir_or_die(p, 0755);
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,max=%d", NS_PTYS_MAX);
+        if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+                die("mounting /dev/pts");
         snprintf(p, sizeof(p), "%s/dev/shm", root);
         mkdir_or_die(p, 01777);
         tmpfs_or_die(p, "size=16m,nr_inodes=1024,mode=1777", MS_NOSUID | MS_NODEV);
@@ -245,24 +277,85 @@ static void build_dev(const char *root)
                 die("making /dev read-only");
 }
 
+/* /tmp, /var/tmp and /run/lock: private and writable, and one tmpfs for the three, so
+ * that together they stay within SANDBOX_TMPFS_MB (and its pages count against the
+ * memory cgroup, as every tmpfs's do). The tmpfs is mounted on the mount point first,
+ * under the root's own tmpfs: its directories are reached only through the descriptors
+ * kept here, bound to their places (bind_scratch), and the tmpfs's own mount leaves
+ * with the host's tree at pivot_root, in the one detach that costs a grace period. */
+static const char *const scratch_dirs[] = { "tmp", "var/tmp", "run/lock" };
+
+static void stage_scratch(const char *mountpoint, const hxs_config *cfg, int ret_fds[3])
+{
+        char p[600], opts[128];
+        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0755", cfg->tmpfs_mb,
+                 cfg->tmpfs_mb * 256 + 1024);
+        tmpfs_or_die(mountpoint, opts, MS_NOSUID | MS_NODEV);
+        snprintf(p, sizeof(p), "%s/var", mountpoint);
+        mkdir_or_die(p, 0755);
+        snprintf(p, sizeof(p), "%s/run", mountpoint);
+        mkdir_or_die(p, 0755);
+        _Static_assert(ARRAY_SIZE(scratch_dirs) == 3, "three scratch directories");
+        for (size_t i = 0; i < ARRAY_SIZE(scratch_dirs); i++) {
+                snprintf(p, sizeof(p), "%s/%s", mountpoint, scratch_dirs[i]);
+                mkdir_or_die(p, 01777);
+                if (chmod(p, 01777) < 0) /* mkdir's mode went through the umask */
+                        die("chmod %s", p);
+                if ((ret_fds[i] = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                        die("opening %s", p);
+        }
+}
+
+static void bind_scratch(const char *root, int fds[3])
+{
+        for (size_t i = 0; i < ARRAY_SIZE(scratch_dirs); i++) {
+                char src[64], dst[600];
+                snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
+                snprintf(dst, sizeof(dst), "%s/%s", root, scratch_dirs[i]);
+                if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                        die("bind-mounting /%s", scratch_dirs[i]);
+                close_fd(&fds[i]);
+        }
+}
+
+/* What the synthesized /proc and /sys report: the sandbox's CPU share and memory limit. */
+static ns_machine machine_of(const ns_child_args *a)
+{
+        ns_machine m = { .ncpus = ns_machine_cpus(a->cfg->cpus_milli) };
+        struct sysinfo si;
+        uint64_t host_kb = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit / 1024 : 0;
+        m.memory_kb = (uint64_t)a->memory_mb * 1024;
+        if (m.memory_kb == 0 || (host_kb > 0 && m.memory_kb > host_kb))
+                m.memory_kb = host_kb;
+        return m;
+}
+
 static void build_root(const ns_child_args *a, const payload_view *pl)
 {
         const char *root = a->mountpoint;
         const hxs_config *cfg = a->cfg;
-        char p[600], opts[128];
+        const ns_machine mach = machine_of(a);
+        char p[600], opts[128], why[300];
+        int r;
 
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("making mounts private");
+        int scratch[3];
+        stage_scratch(root, cfg, scratch);
         snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
-                 (pl->code_len >> 10) + 1024);
+                 (pl->code_len >> 10) + 1024 + (ns_machine_root_bytes(&mach) >> 10));
         tmpfs_or_die(root, opts, MS_NOSUID | MS_NODEV);
 
-        static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code" };
+        static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code",
+                                            "var", "var/tmp", "run", "run/lock" };
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                 snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
                 mkdir_or_die(p, 0755);
         }
+        snprintf(p, sizeof(p), "%s/var/lock", root);
+        if (symlink("../run/lock", p) < 0)
+                die("symlink %s", p);
         static const char *const usr_links[][2] = {
                 { "usr/bin", "bin" }, { "usr/sbin", "sbin" }, { "usr/lib", "lib" },
                 { "usr/lib64", "lib64" }, { "usr/lib32", "lib32" }, { "usr/libx32", "libx32" },
@@ -289,10 +382,7 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         build_dev(root);
 
         /* writable scratch, capped; pages count against the sandbox's memory cgroup */
-        snprintf(p, sizeof(p), "%s/tmp", root);
-        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=1777", cfg->tmpfs_mb,
-                 cfg->tmpfs_mb * 256 + 1024);
-        tmpfs_or_die(p, opts, MS_NOSUID | MS_NODEV);
+        bind_scratch(root, scratch);
         snprintf(p, sizeof(p), "%s/home/sandbox", root);
         snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0700,uid=%d,gid=%d", cfg->tmpfs_mb,
                  cfg->tmpfs_mb * 256 + 1024, NS_SANDBOX_UID, NS_SANDBOX_UID);
@@ -321,11 +411,12 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
         snprintf(p, sizeof(p), "%s/code/%s", root, a->code_name);
         write_or_die(p, pl->code, pl->code_len, 0444);
 
-        /* /proc of our own pid namespace, only the process directories */
-        snprintf(p, sizeof(p), "%s/proc", root);
-        if (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible,subset=pid") < 0 &&
-            mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                die("mounting /proc");
+        /* /proc of our own pid namespace and a /sys, showing the sandbox's limits */
+        if ((r = ns_proc_mount(root, &mach, why, sizeof(why))) < 0 ||
+            (r = ns_sys_build(root, &mach, why, sizeof(why))) < 0) {
+                errno = -r;
+                die("%s", why);
+        }
 
         if (mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 die("making the root read-only");
@@ -338,6 +429,11 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
                 die("detaching the old root");
         if (chdir("/") < 0)
                 die("chdir /");
+        /* the program's uptime starts now (its processes are forked after this) */
+        if ((r = ns_time_start(why, sizeof(why))) < 0) {
+                errno = -r;
+                die("%s", why);
+        }
 }
 
 static void loopback_up(void)

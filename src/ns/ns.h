@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/uidcheck.h"
 #include "ns/payload.h"
@@ -32,6 +33,7 @@
                         CLONE_NEWIPC | CLONE_NEWUTS)
 #define NS_SANDBOX_HOME "/home/sandbox"
 #define NS_PACKAGES_DIR "/opt/packages" /* an installed package set, on PYTHONPATH */
+#define NS_PTYS_MAX 16          /* pseudo-terminals one sandbox may hold at once */
 
 /* Messages on the report pipe (child -> supervisor). */
 #define NS_REPORT_ERROR  'E'    /* followed by text: set-up failed */
@@ -51,6 +53,7 @@ typedef struct ns_child_args {
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */
         int stdin_fd, stdout_fd, stderr_fd; /* stdin_fd < 0: /dev/null */
         bool warm;                      /* return into the caller instead of exec'ing */
+        uint32_t memory_mb;             /* the memory limit, for /proc/meminfo (0: the host's RAM) */
         /* packages= (NULL: none): host directories bound into the root */
         const char *pkgs_dir;           /* read-only at NS_PACKAGES_DIR */
         const char *wheelhouse_dir;     /* installer: read-only at /wheelhouse */

@@ -115,11 +115,13 @@ static const struct {
         { "CLONE_NEWCGROUP", CLONE_NEWCGROUP }, { "CLONE_NEWTIME", CLONE_NEWTIME },
 };
 
-/* ioctl: no faking terminal input, no console tricks; low 32 bits only. */
+/* ioctl: no faking terminal input, no console tricks, no line disciplines (the
+ * sandbox's ptys would reach the kernel's rarely used ones, n_gsm, n_hdlc, ...); low 32
+ * bits only. */
 static const struct {
         const char *name;
         unsigned long req;
-} bad_ioctls[] = { { "TIOCSTI", TIOCSTI }, { "TIOCLINUX", TIOCLINUX } };
+} bad_ioctls[] = { { "TIOCSTI", TIOCSTI }, { "TIOCLINUX", TIOCLINUX }, { "TIOCSETD", TIOCSETD } };
 
 /* socket and socketpair: these families only; every other one below FAMILY_LIMIT (the
  * kernel has 46, and refuses any at or above its own count) gets EAFNOSUPPORT. */
@@ -523,7 +525,8 @@ int hxs_seccomp_describe(FILE *f)
                 fprintf(f, "%s `%s`", i ? "," : "", ns_flags[i].name);
         fprintf(f, " | EPERM |\n| `ioctl` | the request's low 32 bits are");
         for (size_t i = 0; i < ARRAY_SIZE(bad_ioctls); i++)
-                fprintf(f, "%s `%s` (%#lx)", i ? " or" : "", bad_ioctls[i].name, bad_ioctls[i].req);
+                fprintf(f, "%s `%s` (%#lx)", i == 0 ? "" : i + 1 < ARRAY_SIZE(bad_ioctls) ? "," : " or",
+                        bad_ioctls[i].name, bad_ioctls[i].req);
         fprintf(f, " | EPERM |\n| `socket`, `socketpair` | the family's low 32 bits are anything but");
         for (size_t i = 0; i < ARRAY_SIZE(allowed_families); i++)
                 fprintf(f, "%s `%s` (%d)", i ? "," : "", allowed_families[i].name, allowed_families[i].family);

@@ -471,7 +471,10 @@ static int install_module(const hxs_config *cfg, char *dir, size_t size)
                 return -errno;
         char tmp[620];
         snprintf(tmp, sizeof(tmp), "%s.%d", dst, (int)getpid());
-        int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* a new file of our own, never one a link points to (a leftover of a crashed
+         * process with our pid is removed first: unlink does not follow links) */
+        (void)unlink(tmp);
+        int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (out < 0) {
                 int r = -errno;
                 close(in);
@@ -597,7 +600,7 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
                 return -EAGAIN;
         slot_template *t = &g->slot[i];
 
-        template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg };
+        template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg, .memory_mb = args->memory_mb };
         scrub_config(&req.cfg);
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);

@@ -93,6 +93,7 @@ typedef struct template_slot_request {
 typedef struct template_request {
         uint32_t magic;
         uint32_t n_fds;
+        uint32_t memory_mb;     /* ns_child_args.memory_mb */
         hxs_config cfg;         /* without secrets: see template_spawn */
         char mountpoint[300];
         char code_name[16];

@@ -201,6 +201,7 @@ static PyObject *serve(int sock, int init_fd)
                         .payload_fd = fds[0], .sync_fd = fds[1], .report_fd = fds[2],
                         .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds > 5 ? fds[5] : -1,
                         .init_fd = init_fd, .warm = true, .pkgs_dir = req.pkgs_dir[0] ? req.pkgs_dir : NULL,
+                        .memory_mb = req.memory_mb,
                 };
                 int pidfd = -1;
                 /* CLONE_PARENT: the sandbox is the engine's child, as a cold one is */

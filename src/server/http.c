@@ -29,6 +29,7 @@ static const char *const route_paths[ROUTE_MAX] = {
         [ROUTE_HEALTH] = "/health",
         [ROUTE_METRICS] = "/metrics",
         [ROUTE_EXECUTIONS] = NULL,      /* a prefix, see route_of */
+        [ROUTE_RUNTIMES] = "/api/v1/runtimes",
         [ROUTE_OTHER] = NULL,
 };
 
@@ -167,6 +168,8 @@ static void reply_health(call *c)
                               "javascript", "bash", "version", hxs_version(), "active",
                               (json_int_t)srv->n_running, "queued", (json_int_t)srv->n_queued,
                               "max_concurrent", (json_int_t)srv->cfg.max_concurrent);
+        if (o)
+                json_object_set_new(o, "runtimes", runtimes_summary_json(hxs_engine_runtime_info(srv->engine)));
         if (o && srv->health_r < 0 && !srv->draining)
                 json_object_set_new(o, "message",
                                     hxs_json_string_lossy(srv->health_message,
@@ -288,7 +291,7 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                 c->is_exec = is_exec_route; /* logged: who was turned away */
         } else if (c->route == ROUTE_OTHER) {
                 call_set_error(c, 404, "not_found",
-                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, GET /health and GET /metrics");
+                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, GET /api/v1/runtimes, GET /health and GET /metrics");
         } else if (is_exec_route && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
                 c->allow = ALLOW_EXEC;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts POST only");
@@ -306,6 +309,8 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                         reply_health(c);
                 else if (c->route == ROUTE_EXECUTIONS)
                         reply_execution(c, url);
+                else if (c->route == ROUTE_RUNTIMES)
+                        reply_runtimes(c);
                 else
                         reply_metrics(c);
                 c->state = CALL_REPLY;

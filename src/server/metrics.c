@@ -38,6 +38,7 @@ static const char *const route_labels[ROUTE_MAX] = {
         [ROUTE_HEALTH] = "/health",
         [ROUTE_METRICS] = "/metrics",
         [ROUTE_EXECUTIONS] = "/api/v1/executions/{id}",
+        [ROUTE_RUNTIMES] = "/api/v1/runtimes",
         [ROUTE_OTHER] = "other",
 };
 

@@ -15,6 +15,7 @@
  *   auth.c      who is calling (mTLS or a trusted proxy's header) and may they
  *   callers.c   per-caller state: quotas, fair queue, metrics labels
  *   records.c   the recent executions behind GET /api/v1/executions/{id}
+ *   runtimes.c  GET /api/v1/runtimes: languages, versions, packages
  *
  * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without
  * an internal thread) and calls back into http.c from MHD_run only.
@@ -54,6 +55,7 @@ typedef enum route {
         ROUTE_HEALTH,   /* GET /health */
         ROUTE_METRICS,  /* GET /metrics */
         ROUTE_EXECUTIONS, /* GET /api/v1/executions/{id} */
+        ROUTE_RUNTIMES, /* GET /api/v1/runtimes */
         ROUTE_OTHER,    /* anything else: 404 */
         ROUTE_MAX,
 } route;
@@ -335,6 +337,10 @@ void records_add(hxs_server *srv, const call *c, const hxs_result *res, const ch
                  const char *error_code);
 const exec_record *records_find(const hxs_server *srv, const char *id, const char *caller);
 char *records_to_json(const exec_record *r, size_t *ret_len);
+
+/* runtimes.c: GET /api/v1/runtimes, and the languages' versions for /health */
+void reply_runtimes(call *c);
+struct json_t *runtimes_summary_json(const hxs_runtime_info *ri);
 
 /* metrics.c */
 void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t duration_ms);

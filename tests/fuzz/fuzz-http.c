@@ -82,6 +82,7 @@ struct MHD_Response *__real_MHD_create_response_from_buffer(size_t size, void *b
 int __wrap_hxs_engine_check(hxs_engine *engine, hxs_error *err);
 const char *__wrap_hxs_engine_backend_name(const hxs_engine *engine);
 void __wrap_hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
+const hxs_runtime_info *__wrap_hxs_engine_runtime_info(const hxs_engine *engine);
 void __wrap_conn_request_read(struct MHD_Connection *conn);
 void __wrap_conn_request_done(struct MHD_Connection *conn);
 void __wrap_log_call(const call *c, const hxs_result *res, const char *outcome_text,
@@ -217,6 +218,24 @@ void __wrap_hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret)
         *ret = (hxs_engine_stats){ .warm_enabled = !fx.unhealthy, .templates_ready = 1,
                                    .templates_total = 2, .template_restarts = 3 };
         snprintf(ret->warm_error, sizeof(ret->warm_error), "template \"sci\" \xff exited");
+}
+
+/* Runtimes: one package per language, one absent, versions that need escaping. */
+const hxs_runtime_info *__wrap_hxs_engine_runtime_info(const hxs_engine *engine)
+{
+        static hxs_runtime_info ri = {
+                .pkgs = { { .language = HXS_LANG_PYTHON, .interpreter = true, .debian = "python3",
+                            .debian_version = "3.11.2-1\xff" },
+                          { .language = HXS_LANG_PYTHON, .debian = "python3-x", .distribution = "x",
+                            .import_name = "x", .version = "1.0\"" },
+                          { .language = HXS_LANG_JAVASCRIPT, .interpreter = true, .debian = "nodejs" },
+                          { .language = HXS_LANG_MAX, .debian = "tzdata", .debian_version = "2024a" } },
+                .n = 4,
+                .version = { "3.11.2", "", "5\xfe" },
+                .interpreter = { "/usr/bin/python3", "/usr/bin/node", "/usr/bin/bash" },
+                .source = "root \xff",
+        };
+        return &ri;
 }
 
 void __wrap_log_call(const call *c, const hxs_result *res, const char *outcome_text,

@@ -14,7 +14,12 @@
  *    lower case runs separated by single '-' (nothing else from -_.);
  *  - hxs_pkg_check answers 0 or -ENOENT (HXS_ERR_NOT_FOUND, field "packages");
  *  - for a plain name A and version B: "A", "A==B", "A>=B", "A<=B" and "A~=B" are
- *    satisfied by the extra distribution, "A!=B", "A<B" and "A>B" are not.
+ *    satisfied by the extra distribution, "A!=B", "A<B" and "A>B" are not;
+ *  - hxs_pkg_canonical accepts a requirement R exactly when request validation does,
+ *    and then yields a spelling without spaces, no longer than R, that is its own
+ *    canonical spelling, that the image check treats as R, and that spaces around
+ *    R's commas do not change; when it refuses, it says why (-EINVAL and a reason);
+ *    nothing it accepts ends in an archive extension or holds '/', ':' or '@'.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/error.h"
 #include "engine/packages.h"
@@ -72,13 +78,20 @@ static void check_normalize(const char *s)
         CHECK(strncmp(out, small, strlen(small)) == 0);
 }
 
-static int check_req(const hxs_pkg_index *idx, const char *requirement)
+/* A python request for one requirement, not validated. */
+static hxs_request *request_of(const char *requirement)
 {
         hxs_request *req = hxs_request_new();
-        hxs_error err;
         CHECK(req != NULL);
         CHECK(hxs_request_set_code(req, "", 0) == 0);
         CHECK(hxs_request_add_package(req, requirement) == 0);
+        return req;
+}
+
+static int check_req(const hxs_pkg_index *idx, const char *requirement)
+{
+        hxs_request *req = request_of(requirement);
+        hxs_error err;
         memset(&err, 0, sizeof(err));
         int r = hxs_pkg_check(idx, req, &err);
         if (r < 0) {
@@ -94,6 +107,54 @@ static int check_req(const hxs_pkg_index *idx, const char *requirement)
         CHECK(hxs_pkg_check(idx, req, &err) == -EINVAL);
         hxs_request_free(req);
         return r;
+}
+
+static void check_canonical(const hxs_pkg_index *idx, const char *requirement)
+{
+        char out[256], again[256];
+        const char *why = NULL;
+        int r = hxs_pkg_canonical(requirement, out, sizeof(out), &why);
+
+        /* the same answer as request validation gives */
+        hxs_config cfg;
+        hxs_config_defaults(&cfg);
+        hxs_request *req = request_of(requirement);
+        hxs_error err;
+        memset(&err, 0, sizeof(err));
+        int v = hxs_request_validate(req, &cfg, &err);
+        CHECK((v == 0) == (r == 0));
+        hxs_request_free(req);
+        if (r < 0) {
+                CHECK(r == -EINVAL);
+                CHECK(why != NULL && why[0]);
+                return;
+        }
+        CHECK(why == NULL);
+        CHECK(strlen(out) <= strlen(requirement));
+        CHECK(!strpbrk(out, " \t/:@\\;"));
+        size_t ol = strlen(out);
+        CHECK(!(ol >= 4 && (strcasecmp(out + ol - 4, ".whl") == 0 || strcasecmp(out + ol - 4, ".zip") == 0 ||
+                            strcasecmp(out + ol - 4, ".tar") == 0)));
+        CHECK(hxs_pkg_canonical(out, again, sizeof(again), &why) == 0);
+        CHECK(strcmp(out, again) == 0);
+        /* the image check reads both alike */
+        CHECK((check_req(idx, requirement) == 0) == (check_req(idx, out) == 0));
+        /* spaces around commas and at the ends change nothing */
+        char spaced[512];
+        size_t o = 0;
+        spaced[o++] = ' ';
+        for (const char *p = requirement; *p && o + 4 < sizeof(spaced); p++) {
+                if (*p == ',')
+                        spaced[o++] = ' ';
+                spaced[o++] = *p;
+                if (*p == ',')
+                        spaced[o++] = ' ';
+        }
+        spaced[o++] = ' ';
+        spaced[o] = '\0';
+        if (strlen(requirement) + 2 * 8 < sizeof(spaced) && strlen(spaced) <= 200 &&
+            hxs_pkg_canonical(spaced, again, sizeof(again), &why) == 0)
+                CHECK(strcmp(out, again) == 0);
 }
 
 /* Only name characters, and a name that normalizes to itself minus case and runs. */
@@ -145,8 +206,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(pkgs + 1, fixed, sizeof(fixed));
         hxs_pkg_index idx = { pkgs, sizeof(pkgs) / sizeof(pkgs[0]) };
 
-        for (size_t i = 3; i < nf; i++)
+        for (size_t i = 3; i < nf; i++) {
                 check_req(&idx, f[i]);
+                check_canonical(&idx, f[i]);
+        }
 
         /* What the extra distribution must and must not satisfy. */
         if (plain(a, "-_.") && isalnum((unsigned char)a[0]) && strlen(a) < 60 &&

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/packages.h"
 #include "engine/request.h"
 #include "server/json.h"
 #include "fuzz.h"
@@ -130,9 +131,16 @@ static void check_accepted(hxs_request *req, const hxs_config *cfg)
         for (size_t i = 0; i < req->n_packages; i++) {
                 size_t len = strlen(req->packages[i]);
                 CHECK(len >= 1 && len <= 200);
-                /* Never an option, URL, path or marker for pip. */
+                /* Never an option, URL, path or marker for pip: spaces between the parts
+                 * of a requirement are accepted, and what reaches pip is the canonical
+                 * spelling, which has none. */
                 CHECK(req->packages[i][0] != '-');
-                CHECK(strpbrk(req->packages[i], " \t/\\:@;'\"$`") == NULL);
+                CHECK(strpbrk(req->packages[i], "/\\:@;'\"$`") == NULL);
+                char canon[256];
+                const char *why = NULL;
+                CHECK(hxs_pkg_canonical(req->packages[i], canon, sizeof(canon), &why) == 0);
+                CHECK(canon[0] != '-' && canon[0] != '\0');
+                CHECK(strpbrk(canon, " \t/\\:@;'\"$`") == NULL);
         }
 
         /* Validation is idempotent once defaults are applied. */

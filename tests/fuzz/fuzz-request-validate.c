@@ -79,12 +79,19 @@ static bool env_name_ok(const char *s)
         return true;
 }
 
+/* An accepted requirement may have spaces between its parts; the canonical spelling,
+ * which is what reaches pip, has none and starts with the name. */
 static void check_requirement(const char *s)
 {
         size_t len = strlen(s);
         CHECK(len >= 1 && len <= 200);
-        CHECK(is_alpha(s[0]) || is_digit(s[0]));
         for (const char *p = s; *p; p++)
+                CHECK(is_alpha(*p) || is_digit(*p) || strchr("-_.[],=!<>~*+ \t", *p));
+        char canon[256];
+        const char *why = NULL;
+        CHECK(hxs_pkg_canonical(s, canon, sizeof(canon), &why) == 0);
+        CHECK(is_alpha(canon[0]) || is_digit(canon[0]));
+        for (const char *p = canon; *p; p++)
                 CHECK(is_alpha(*p) || is_digit(*p) || strchr("-_.[],=!<>~*+", *p));
 }
 

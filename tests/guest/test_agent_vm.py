@@ -18,9 +18,15 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402
 import vmharness as h  # noqa: E402
 
 IMAGE = os.environ.get("HXS_VM_IMAGE", "")
+
+
+def runtime_modules():
+    """The import names of scripts/runtimes.txt: what the image must let a program import."""
+    return [r[3] for r in manifest.rows() if r[3]]
 
 
 @pytest.fixture
@@ -62,16 +68,32 @@ print("scratch ok")
 print("user", open("/etc/passwd").read().count("sandbox:x:1000:1000"))
 import numpy, pandas
 print("pandas", pandas.DataFrame({"a": numpy.arange(4)})["a"].sum())
+import importlib
+for m in MODULES:
+    importlib.import_module(m)
+print("imported", len(MODULES))
+import matplotlib, matplotlib.pyplot as plt
+plt.plot([1, 2])
+plt.savefig("x.png")
+png = open("x.png", "rb").read()
+print("png", png[:8].hex(), len(png) > 1000, matplotlib.get_backend(), matplotlib.matplotlib_fname())
 print("to stderr", file=sys.stderr)
 sys.exit(3)
 """
 
 
 def test_python_run_isolation_and_exit_status(vm):
+    """Also, in the same boot (each boot costs seconds under TCG): every Python package
+    of the runtime manifest imports, and matplotlib saves a PNG with the environment
+    the engine gives (MPLBACKEND) and the image's /etc/matplotlibrc. Importing them all
+    under TCG takes tens of seconds: a longer time limit, and the memory it needs."""
     assert vm.hello().startswith("hexr-agent ")
-    r = vm.run(CANARY, stdin=b"from the host",
-               env=["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8",
-                    "HXS_TEST=a=b c"])
+    mods = runtime_modules()
+    assert {"matplotlib", "seaborn", "sklearn", "statsmodels", "PIL", "bs4"} <= set(mods)
+    vm.start("MODULES = %r\n" % mods + CANARY, stdin=b"from the host", timeout_ms=600000, memory_mb=400,
+             env=["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8",
+                  "MPLBACKEND=Agg", "HXS_TEST=a=b c"])
+    r = vm.collect(timeout=600)  # the output comes at exit (a pipe: Python buffers it)
     assert r["error"] is None, r["error"]
     out = r["stdout"].decode()
     lines = dict(l.split(" ", 1) for l in out.splitlines())
@@ -92,6 +114,8 @@ def test_python_run_isolation_and_exit_status(vm):
     assert lines["scratch"] == "ok"
     assert lines["user"] == "1"
     assert lines["pandas"] == "6"
+    assert lines["imported"] == str(len(mods))
+    assert lines["png"] == "89504e470d0a1a0a True agg /etc/matplotlibrc"
     assert r["stderr"] == b"to stderr\n"
     ex = r["exit"]
     assert os.WIFEXITED(ex["wait_status"]) and os.WEXITSTATUS(ex["wait_status"]) == 3

@@ -281,7 +281,7 @@ def test_malformed_body_is_400(api, raw, needle):
 
 
 @pytest.mark.parametrize("path", ["/", "/api/v1", "/api/v1/exec/", "/api/v1/exec/x", "/api/v2/exec",
-                                  "/health/", "/HEALTH", "/metrics.txt", "/execute/x"])
+                                  "/health/", "/HEALTH", "/metrics.txt", "/execute/x", "/api/v1/runtimes/"])
 def test_unknown_path_is_404(service_url, openapi, path):
     for method in ("GET", "POST"):
         status, hdrs, res = http_request(service_url, method, path, {"code": "x"} if method == "POST" else None)
@@ -298,6 +298,7 @@ def test_unknown_path_is_404(service_url, openapi, path):
     ("POST", "/health", "GET"),
     ("DELETE", "/health", "GET"),
     ("POST", "/metrics", "GET"),
+    ("PUT", "/api/v1/runtimes", "GET"),
     ("OPTIONS", "/metrics", "GET"),
 ])
 def test_wrong_method_is_405_with_allow(service_url, openapi, method, path, allow):
@@ -562,7 +563,7 @@ def test_openapi_refs_resolve(openapi):
 
     walk(openapi.doc, "#")
     assert set(openapi.doc["paths"]) == {"/api/v1/exec", "/execute", "/api/v1/executions/{id}", "/health",
-                                          "/metrics"}
+                                          "/metrics", "/api/v1/runtimes"}
 
 
 def test_openapi_request_fields_are_the_served_ones(api, openapi):

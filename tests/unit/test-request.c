@@ -134,7 +134,7 @@ static void test_packages(void **state)
 {
         static const char *const good[] = { "numpy", "pandas>=1.5", "scipy==1.10.1", "a-b_c.d",
                                             "requests[socks]", "x>=1,<2", "pkg~=1.4", "x!=1.0.*",
-                                            "x==1!2.0", "x<v2" };
+                                            "x==1!2.0", "x<v2", " pandas >= 1.5 , < 3 ", "x [a, b]" };
         static const char *const bad[] = { "", "-r req.txt", "--index-url=http://x", "git+https://x/y",
                                            "./local", "/abs/path", "pkg @ https://x", "pkg; python_version<'3'",
                                            "numpy==", "a b", "x=<1", "x~1", "x===1", "x==>1", "x>=1,",
@@ -152,6 +152,18 @@ static void test_packages(void **state)
                 hxs_request *r = make("x");
                 hxs_request_add_package(r, bad[i]);
                 expect_invalid(r, "packages", "is not a requirement");
+        }
+        /* what pip would take for a file or a URL: the message says which rule */
+        static const char *const like[][2] = {
+                { "./x", "looks like a path" },       { "/x", "looks like a path" },
+                { "x.tar.gz", "looks like an archive file" }, { "x.zip", "looks like an archive file" },
+                { "x.whl", "looks like an archive file" }, { "file:x", "looks like a URL" },
+                { "git+https://h/x", "looks like a URL" }, { "x @ https://h/x", "looks like a URL" },
+        };
+        for (size_t i = 0; i < sizeof(like) / sizeof(like[0]); i++) {
+                hxs_request *r = make("x");
+                hxs_request_add_package(r, like[i][0]);
+                expect_invalid(r, "packages", like[i][1]);
         }
 }
 

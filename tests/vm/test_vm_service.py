@@ -13,7 +13,9 @@ and a listener this test opens on the host's 127.0.0.1 must be unreachable.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -99,6 +101,20 @@ def test_seed_examples_and_limits(vm_service, openapi):
     assert health["backend"] == "qemu"
     assert health["vm"]["accel"] == "tcg"
     assert health["vm"]["pool_target"] == 2
+
+    # the runtimes are the guest image's, as its builder recorded them (no boot needed)
+    status, headers, rt = http_request(url, "GET", "/api/v1/runtimes")
+    openapi.check("GET", "/api/v1/runtimes", status, headers, rt)
+    with open(os.path.join(IMAGE_DIR, "manifest.json")) as f:
+        image = json.load(f)
+    assert rt["backend"] == "qemu" and "manifest.json" in rt["source"], rt
+    for lang in rt["runtimes"]:
+        for d in lang["debian_packages"]:
+            assert d["version"] == image["packages"][d["name"]], d
+        for p in lang["packages"]:
+            assert p["version"] == image["python_distributions"][re.sub(r"[-_.]+", "-", p["name"]).lower()], p
+    assert health["runtimes"] == {lang["language"]: lang["version"] for lang in rt["runtimes"]}
+    assert rt["runtimes"][0]["version"].startswith("3.")
 
     # seed 000 quick start (pandas, asked for as a package the image has): byte-identical
     # to the host's own run

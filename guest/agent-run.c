@@ -202,6 +202,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
                 .payload_fd = payload_fd, .sync_fd = sync_p[0], .report_fd = report_p[1],
                 .stdin_fd = in_p[0], .stdout_fd = out_p[1], .stderr_fd = err_p[1],
                 .memory_mb = run->memory_mb,
+                .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
         };
         struct clone_args ca = {
                 .flags = NS_CLONE_FLAGS | CLONE_INTO_CGROUP | CLONE_PIDFD,

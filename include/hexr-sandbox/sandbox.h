@@ -95,6 +95,8 @@ typedef struct hxs_config {
         uint32_t cpus_milli;            /* SANDBOX_CPUS, in thousandths of a core */
         uint32_t nofile;                /* SANDBOX_NOFILE */
         uint32_t uid_base;              /* SANDBOX_UID_BASE: host uid of the sandbox's root */
+        uint32_t inotify_instances;     /* SANDBOX_INOTIFY_INSTANCES, per sandbox (0: kernel's) */
+        uint32_t inotify_watches;       /* SANDBOX_INOTIFY_WATCHES, per sandbox (0: kernel's) */
         hxs_backend_kind backend;       /* SANDBOX_BACKEND */
         bool warm;                      /* SANDBOX_WARM: Python from pre-initialised templates */
         uint32_t template_memory_mb;    /* SANDBOX_TEMPLATE_MEMORY_MB: cap of each template */

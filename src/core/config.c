@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/uidcheck.h"
 
 typedef enum setting_type {
         SET_UINT,       /* plain number within [min, max] */
@@ -101,11 +102,16 @@ static const setting settings[] = {
           SET_CPUS, U32(cpus_milli), 10, 1024 * 1000 },
         { { "SANDBOX_NOFILE", "1024", "open files a sandbox process may have" },
           SET_UINT, U32(nofile), 16, 1u << 20 },
-        { { "SANDBOX_UID_BASE", "1000000", "host uid the sandbox's root maps to (sandbox user: +1000)" },
+        { { "SANDBOX_UID_BASE", "1000000",
+            "host uids base+0 (sandbox root), +1000 (sandbox user), +2000 (templates), +3000-3002, and from +4000 one owner per live sandbox; none may be a subordinate id or an account" },
           SET_UINT, U32(uid_base), 1000, 4000000000u },
+        { { "SANDBOX_INOTIFY_INSTANCES", "32", "inotify instances a sandbox may hold (the limit of its own user namespace)" },
+          SET_UINT, U32(inotify_instances), 1, 65536 },
+        { { "SANDBOX_INOTIFY_WATCHES", "16384", "inotify watches a sandbox may hold (the limit of its own user namespace)" },
+          SET_UINT, U32(inotify_watches), 1, 1u << 22 },
         { { "SANDBOX_WARM", "on", "start Python from pre-initialised templates (serve only; exec is always cold)" },
           SET_BOOL, offsetof(hxs_config, warm), 0, 0, 0 },
-        { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of each warm template process" },
+        { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of the warm templates of each kind, together (they share their pages)" },
           SET_UINT, U32(template_memory_mb), 64, 64 * 1024 },
         { { "SANDBOX_ROOTFS", "", "root filesystem directory (empty: host /usr and a synthesized /etc)" },
           SET_STRING, STR(rootfs), 0, 0 },
@@ -467,5 +473,120 @@ int hxs_config_from_env(hxs_config *ret, hxs_error *err)
         if (r < 0)
                 return r;
         *ret = cfg;
+        return 0;
+}
+
+/* ---- SANDBOX_UID_BASE against the host's ids (uidcheck.h) ----------------------------- */
+
+static const hxs_uid_range *range_hit(const hxs_uid_range *ranges, size_t n, uint64_t lo, uint64_t count)
+{
+        for (size_t i = 0; i < n; i++) {
+                uint64_t a = ranges[i].first, b = a + ranges[i].count;
+                if (count && lo < b && a < lo + count)
+                        return &ranges[i];
+        }
+        return NULL;
+}
+
+/* A field of a ':'-separated line as a number (decimal, no sign), or -1. */
+static long long colon_number(const char *line, unsigned field)
+{
+        const char *p = line;
+        for (unsigned i = 0; i < field; i++) {
+                p = strchr(p, ':');
+                if (!p)
+                        return -1;
+                p++;
+        }
+        if (!isdigit((unsigned char)*p))
+                return -1;
+        unsigned long long v = 0;
+        for (; isdigit((unsigned char)*p); p++) {
+                if (v > UINT32_MAX)
+                        return -1;
+                v = v * 10 + (unsigned long long)(*p - '0');
+        }
+        return *p == ':' || *p == '\0' || *p == '\n' ? (long long)v : -1;
+}
+
+enum id_file_kind { ID_SUBORDINATE, ID_ACCOUNT };
+
+static int check_id_file(const char *path, enum id_file_kind kind, const unsigned *fields, size_t n_fields,
+                         const hxs_uid_range *ranges, size_t n, hxs_error *err)
+{
+        FILE *f = fopen(path, "re");
+        if (!f) {
+                if (errno == ENOENT)
+                        return 0;
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "SANDBOX_UID_BASE",
+                                      "SANDBOX_UID_BASE: cannot read %s to check the sandbox uids against it: %s",
+                                      path, strerror(errno));
+        }
+        char line[1024];
+        unsigned lineno = 0;
+        int r = 0;
+        while (r == 0 && fgets(line, sizeof(line), f)) {
+                lineno++;
+                size_t len = strlen(line);
+                if (len && line[len - 1] == '\n')
+                        line[--len] = '\0';
+                if (line[0] == '#' || line[0] == '\0')
+                        continue;
+                for (size_t i = 0; i < n_fields && r == 0; i++) {
+                        long long lo = colon_number(line, fields[i]);
+                        if (lo < 0)
+                                continue;
+                        long long count = 1;
+                        if (kind == ID_SUBORDINATE && (count = colon_number(line, 2)) < 0)
+                                continue;
+                        const hxs_uid_range *hit = range_hit(ranges, n, (uint64_t)lo, (uint64_t)count);
+                        if (!hit)
+                                continue;
+                        if (kind == ID_SUBORDINATE)
+                                r = hxs_fail_field(err, HXS_ERR_INVALID, -EEXIST, "SANDBOX_UID_BASE",
+                                                   "SANDBOX_UID_BASE: host ids %u..%u (%s) overlap %s line %u "
+                                                   "(\"%.80s\": %lld..%lld); choose a SANDBOX_UID_BASE whose ids "
+                                                   "are nobody's",
+                                                   hit->first, hit->first + hit->count - 1, hit->what, path, lineno,
+                                                   line, lo, lo + count - 1);
+                        else
+                                r = hxs_fail_field(err, HXS_ERR_INVALID, -EEXIST, "SANDBOX_UID_BASE",
+                                                   "SANDBOX_UID_BASE: host ids %u..%u (%s) include id %lld of %s "
+                                                   "line %u (\"%.40s...\"); choose a SANDBOX_UID_BASE whose ids are "
+                                                   "nobody's",
+                                                   hit->first, hit->first + hit->count - 1, hit->what, lo, path,
+                                                   lineno, line);
+                }
+        }
+        if (r == 0 && ferror(f))
+                r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EIO, "SANDBOX_UID_BASE",
+                                   "SANDBOX_UID_BASE: cannot read %s", path);
+        fclose(f);
+        return r;
+}
+
+int hxs_uid_ranges_check(const hxs_uid_range *ranges, size_t n, const hxs_id_files *files, hxs_error *err)
+{
+        hxs_id_files def = { "/etc/subuid", "/etc/subgid", "/etc/passwd", "/etc/group" };
+        if (!files)
+                files = &def;
+        static const unsigned sub_fields[] = { 1 }, passwd_fields[] = { 2, 3 }, group_fields[] = { 2 };
+        const struct {
+                const char *path, *fallback;
+                enum id_file_kind kind;
+                const unsigned *fields;
+                size_t n_fields;
+        } checks[] = {
+                { files->subuid, def.subuid, ID_SUBORDINATE, sub_fields, ARRAY_SIZE(sub_fields) },
+                { files->subgid, def.subgid, ID_SUBORDINATE, sub_fields, ARRAY_SIZE(sub_fields) },
+                { files->passwd, def.passwd, ID_ACCOUNT, passwd_fields, ARRAY_SIZE(passwd_fields) },
+                { files->group, def.group, ID_ACCOUNT, group_fields, ARRAY_SIZE(group_fields) },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+                int r = check_id_file(checks[i].path ? checks[i].path : checks[i].fallback, checks[i].kind,
+                                      checks[i].fields, checks[i].n_fields, ranges, n, err);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "ns/ns.h"
 #include "ns/template.h"
 #include "vm/vm.h"
 
@@ -73,15 +74,22 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
-        /* what the engine keeps there (the templates' module, the roots' mount point)
-         * must be changeable by root only; from now on its resolved path is used */
-        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST) {
-                int r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
-                                       e->cfg.state_dir, strerror(errno));
+        /* the host uids every backend runs things as must be nobody else's */
+        hxs_uid_range ranges[NS_UID_RANGES];
+        int r = hxs_uid_ranges_check(ranges, ns_uid_ranges(cfg, ranges), NULL, err);
+        if (r < 0) {
                 free(e);
                 return r;
         }
-        int r = dir_check_private(cfg->state_dir, "STATE_DIR", e->cfg.state_dir, sizeof(e->cfg.state_dir), err);
+        /* what the engine keeps there (the templates' module, the roots' mount point)
+         * must be changeable by root only; from now on its resolved path is used */
+        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST) {
+                r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
+                                   e->cfg.state_dir, strerror(errno));
+                free(e);
+                return r;
+        }
+        r = dir_check_private(cfg->state_dir, "STATE_DIR", e->cfg.state_dir, sizeof(e->cfg.state_dir), err);
         if (r < 0) {
                 free(e);
                 return r;
@@ -185,6 +193,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         x->engine = e;
         x->req = req;
         x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
+        x->warm_slot = -1;
         x->pkg.lock_fd = -1;
         x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = x->commit_timer_fd = -1;
         capbuf_init(&x->fetch_log, 64 << 10);

@@ -45,6 +45,8 @@ struct hxs_engine {
         hxs_runtime_info runtimes;
         /* warm Python templates (NULL: everything runs cold) */
         struct hxs_templates *templates;
+        int init_fd;                    /* the sandbox's init, a sealed memfd (ns-init.h) */
+        struct ns_owners *owners;       /* owner uids of user namespaces (ns/owners.h) */
         char template_error[200];       /* why there are none, when asked for */
         /* microVM backends (NULL for namespaces) */
         struct vm_backend *vm;

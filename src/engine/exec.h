@@ -24,6 +24,8 @@ struct hxs_exec {
         cg_exec cg;
         bool have_cg;
         bool warm;
+        uid_t owner_uid;                /* owner of its user namespace it holds (ns/owners.h), 0: none */
+        int warm_slot;                  /* the warm slot it holds, -1: none (cold) */
         /* microVM backends */
         struct vm_exec *vm;
         /* packages=: host directories the sandbox gets ("" = none) */

@@ -4,10 +4,15 @@
  * new user/pid/mount/net/ipc/uts namespaces, writes its uid/gid maps, moves it into
  * its cgroup, lets it go, then collects output, enforces the time limit and reads the
  * result. Everything it waits on sits in the execution's own epoll fd.
+ *
+ * Every sandbox's user namespace is owned by a host uid of its own (owners.h): the
+ * service clones a cold sandbox with that effective uid, a warm one comes from the
+ * template of a warm slot, which runs as it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -30,7 +36,9 @@
 #include "engine/exec.h"
 #include "engine/runtime-info.h"
 #include "engine/runtime.h"
+#include "ns/ns-init.h"
 #include "ns/ns.h"
+#include "ns/owners.h"
 #include "ns/template.h"
 
 /* After PID 1 is gone, how long to wait for the pipes to close. */
@@ -62,16 +70,50 @@ static int set_nonblock(int fd)
         return 0;
 }
 
-static int write_id_maps(pid_t pid, uint32_t base, hxs_error *err)
+/* The files of a new sandbox's PID 1 the service writes: its id maps and its OOM
+ * score. They are opened as the owner of its user namespace (ns_owner_become; a cold
+ * one's in the moment the service's thread is that uid to clone it): the kernel lets
+ * the owner set a namespace's maps without CAP_SYS_ADMIN, so the service needs no more
+ * privilege than when it owned them itself. What is not open by then is opened as root. */
+enum { PF_UID_MAP, PF_GID_MAP, PF_OOM, PF_MAX };
+typedef struct pid1_files {
+        int fd[PF_MAX];
+} pid1_files;
+
+static void pid1_files_open(pid_t pid, pid1_files *f)
 {
-        char path[64], map[128];
+        static const char *const names[PF_MAX] = { "uid_map", "gid_map", "oom_score_adj" };
+        for (int i = 0; i < PF_MAX; i++) {
+                if (f->fd[i] >= 0)
+                        continue;
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, names[i]);
+                f->fd[i] = open(path, O_WRONLY | O_CLOEXEC);
+        }
+}
+
+static void pid1_files_close(pid1_files *f)
+{
+        for (int i = 0; i < PF_MAX; i++)
+                close_fd(&f->fd[i]);
+}
+
+static int write_fd(int fd, const char *s)
+{
+        if (fd < 0)
+                return -EBADF;
+        ssize_t n = write(fd, s, strlen(s));
+        return n == (ssize_t)strlen(s) ? 0 : n < 0 ? -errno : -EIO;
+}
+
+static int write_id_maps(const pid1_files *f, uint32_t base, hxs_error *err)
+{
+        char map[128];
         snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", base, NS_SANDBOX_UID, base + NS_SANDBOX_UID);
-        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-        int r = write_file(path, map);
+        int r = write_fd(f->fd[PF_UID_MAP], map);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "writing the uid map: %s", strerror(-r));
-        snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-        r = write_file(path, map);
+        r = write_fd(f->fd[PF_GID_MAP], map);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "writing the gid map: %s", strerror(-r));
         return 0;
@@ -88,10 +130,68 @@ static void close_pair(int fds[2])
         close_fd(&fds[1]);
 }
 
+unsigned ns_warm_slots(const hxs_config *cfg)
+{
+        if (!cfg->warm || cfg->rootfs[0])
+                return 0;
+        unsigned n = cfg->max_concurrent ? cfg->max_concurrent : 2;
+        return n < NS_WARM_SLOTS_MAX ? n : NS_WARM_SLOTS_MAX;
+}
+
+unsigned ns_owner_pool(const hxs_config *cfg)
+{
+        unsigned live = ns_warm_slots(cfg) + (cfg->max_concurrent ? cfg->max_concurrent : 2) + 16;
+        return 4 * live > NS_OWNER_POOL_MIN ? 4 * live : NS_OWNER_POOL_MIN;
+}
+
+size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES])
+{
+        uint32_t b = cfg->uid_base;
+        ret[0] = (hxs_uid_range){ b, 1, "the sandbox's root" };
+        ret[1] = (hxs_uid_range){ b + NS_SANDBOX_UID, 1, "the sandbox user" };
+        ret[2] = (hxs_uid_range){ b + NS_TEMPLATE_UID, 1, "the warm templates" };
+        ret[3] = (hxs_uid_range){ b + NS_FETCH_UID, NS_VMM_UIDS, "the package downloader and the VMMs" };
+        ret[4] = (hxs_uid_range){ b + NS_OWNER_UID, ns_owner_pool(cfg),
+                                  "the owners of the sandboxes' user namespaces" };
+        return NS_UID_RANGES;
+}
+
+/* clone3 as `owner`: the user namespace it creates belongs to its creator's effective
+ * uid. Only this thread, only for the call (and for opening PID 1's files as owner,
+ * see pid1_files). The child gets full capabilities in its new user namespace and none
+ * outside it, whatever this thread's. */
+static long clone3_as(uid_t owner, struct clone_args *ca, pid1_files *files)
+{
+        int dumpable = ns_owner_become(owner);
+        if (dumpable < 0)
+                return dumpable;
+        long pid = syscall(SYS_clone3, ca, sizeof(*ca));
+        if (pid == 0)
+                return 0;
+        int saved = errno;
+        if (pid > 0)
+                pid1_files_open((pid_t)pid, files);
+        ns_owner_unbecome(dumpable);
+        return pid < 0 ? -saved : pid;
+}
+
+/* A signal from the owner of the sandbox's user namespace, which may send it there
+ * without CAP_KILL: for a service that does not hold it. */
+static int signal_as(uid_t owner, int pidfd, int sig)
+{
+        int dumpable = ns_owner_become(owner);
+        if (dumpable < 0)
+                return dumpable;
+        int r = pidfd_send_signal(pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+        ns_owner_unbecome(dumpable);
+        return r;
+}
+
 /* The cold path: the service itself clones the sandbox's PID 1, born into the v2
- * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit). */
-static int spawn_cold(const ns_child_args *args, const cg_join *join, pid_t *ret_pid, int *ret_pidfd,
-                      unsigned *ret_joined)
+ * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit), its user
+ * namespace owned by `owner`. */
+static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owner, pid1_files *files,
+                      pid_t *ret_pid, int *ret_pidfd, unsigned *ret_joined)
 {
         int pidfd = -1;
         struct clone_args ca = {
@@ -103,15 +203,17 @@ static int spawn_cold(const ns_child_args *args, const cg_join *join, pid_t *ret
                 ca.flags |= CLONE_INTO_CGROUP;
                 ca.cgroup = (uint64_t)join->v2_dirfd;
         }
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) && (errno == EINVAL || errno == E2BIG)) {
-                /* a kernel without CLONE_INTO_CGROUP (before 5.7): moved by pid instead */
+        long pid = clone3_as(owner, &ca, files);
+        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP) &&
+            (pid == -EINVAL || pid == -E2BIG || pid == -EACCES || pid == -EPERM)) {
+                /* a kernel without CLONE_INTO_CGROUP (before 5.7), or a service without
+                 * CAP_DAC_OVERRIDE (the owner may not write the cgroup): moved by pid */
                 ca.flags &= ~(uint64_t)CLONE_INTO_CGROUP;
                 ca.cgroup = 0;
-                pid = syscall(SYS_clone3, &ca, sizeof(ca));
+                pid = clone3_as(owner, &ca, files);
         }
         if (pid < 0)
-                return -errno;
+                return (int)pid;
         if (ca.flags & CLONE_INTO_CGROUP)
                 *ret_joined |= 1u << join->v2_hier;
         if (pid == 0) {
@@ -150,6 +252,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         const hxs_config *cfg = &e->cfg;
         const hxs_request *req = x->req;
         int payload_fd = -1;
+        pid1_files files = { { -1, -1, -1 } };
         int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
             err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
         int r;
@@ -185,6 +288,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
                 .interpreter = hxs_runtimes[req->language].path,
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
+                .init_fd = e->init_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1], .memory_mb = req->memory_mb,
                 .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
@@ -204,11 +308,19 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 template_kind kind = template_pick(req, args.pkgs_dir != NULL);
                 if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
                         kind = TEMPLATE_PYTHON;
-                r = template_spawn(e->templates, kind, &args, &pid, &pidfd);
+                r = template_spawn(e->templates, kind, &args, &pid, &pidfd, &x->warm_slot, &x->owner_uid);
         }
         if (pid > 0) {
                 x->warm = true;
         } else {
+                if (ns_owner_take(e->owners, &x->owner_uid) < 0) {
+                        x->owner_uid = 0;
+                        r = hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
+                                     "every owner uid of the pool (SANDBOX_UID_BASE+%d onwards, %u) is in use by "
+                                     "this service or another with the same SANDBOX_UID_BASE",
+                                     NS_OWNER_UID, ns_owner_pool(&e->cfg));
+                        goto fail;
+                }
                 cg_join join;
                 r = cg_join_open(&x->cg, &join, err);
                 if (r < 0)
@@ -218,7 +330,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                                 args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
                                 joined |= 1u << h;
                         }
-                r = spawn_cold(&args, &join, &pid, &pidfd, &joined);
+                r = spawn_cold(&args, &join, x->owner_uid, &files, &pid, &pidfd, &joined);
                 cg_join_close(&join);
                 if (r < 0) {
                         hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
@@ -239,7 +351,16 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         x->stderr_fd = TAKE_FD(err_p[0]);
         x->stdin_fd = TAKE_FD(in_p[1]);
 
-        if ((r = write_id_maps(x->pid, cfg->uid_base, err)) < 0)
+        if (x->warm) {
+                /* as a cold one's, as the owner (a template made it dumpable) */
+                int dumpable = ns_owner_become(x->owner_uid);
+                if (dumpable >= 0) {
+                        pid1_files_open(x->pid, &files);
+                        ns_owner_unbecome(dumpable);
+                }
+        }
+        pid1_files_open(x->pid, &files); /* what the owner could not open, as root */
+        if ((r = write_id_maps(&files, cfg->uid_base, err)) < 0)
                 goto fail;
         /* maps done: the child builds its root while we move it into the cgroups */
         if (write(sync_p[1], "m", 1) != 1) {
@@ -251,9 +372,8 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 goto fail;
         /* PID 1 must outlive the program under memory pressure, so that the status
          * is reported; the program resets its own score. */
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)x->pid);
-        (void)write_file(path, "-1000");
+        (void)write_fd(files.fd[PF_OOM], "-1000");
+        pid1_files_close(&files);
 
         if ((r = set_nonblock(x->stdout_fd)) < 0 || (r = set_nonblock(x->stderr_fd)) < 0 ||
             (r = set_nonblock(x->report_fd)) < 0 ||
@@ -288,6 +408,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
 
 fail:
         close_fd(&payload_fd);
+        pid1_files_close(&files);
         close_pair(sync_p); /* the child reads EOF and exits, if it exists */
         if (x->pid > 0)
                 prefer_child_reason(x, err);
@@ -300,8 +421,9 @@ fail:
 
 static void ns_kill(hxs_exec *x)
 {
-        if (x->pidfd >= 0 && !x->reaped)
-                (void)pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0);
+        if (x->pidfd >= 0 && !x->reaped && pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0) < 0 &&
+            errno == EPERM && x->owner_uid)
+                (void)signal_as(x->owner_uid, x->pidfd, SIGKILL);
         if (x->have_cg)
                 cg_exec_kill(&x->cg);
 }
@@ -487,6 +609,15 @@ static void ns_release(hxs_exec *x)
         }
         hxs_strv_free(x->envp);
         x->envp = NULL;
+        /* the owner uid goes back once nothing of the sandbox is left; a warm slot
+         * serves another */
+        if (x->warm_slot >= 0)
+                templates_release(x->engine->templates, x->warm_slot);
+        x->warm_slot = -1;
+        if (x->owner_uid) {
+                ns_owner_put(x->engine->owners, x->owner_uid);
+                x->owner_uid = 0;
+        }
 }
 
 /* The sandbox's root (an unprivileged host uid) must be able to walk to the mount
@@ -510,7 +641,17 @@ static int check_searchable(const char *path, hxs_error *err)
 
 static int ns_init(hxs_engine *e, hxs_error *err)
 {
-        int r = cg_layout_init(&e->cg, err);
+        int r;
+        e->init_fd = -1;
+        if ((r = ns_owners_new(&e->cfg, NULL, &e->owners, err)) < 0)
+                return r;
+        e->init_fd = ns_init_memfd();
+        if (e->init_fd < 0) {
+                r = e->init_fd;
+                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "the sandbox's init: cannot make its memfd: %s",
+                                strerror(-r));
+        }
+        r = cg_layout_init(&e->cg, err);
         if (r < 0)
                 return r;
         (void)cg_sweep(&e->cg);
@@ -536,7 +677,7 @@ static int ns_init(hxs_engine *e, hxs_error *err)
                          "execution starts cold from the configured root");
         } else if (e->cfg.warm) {
                 hxs_error terr = { 0 };
-                if (templates_new(&e->cfg, &e->cg, &e->templates, &terr) < 0)
+                if (templates_new(&e->cfg, &e->cg, e->init_fd, e->owners, &e->templates, &terr) < 0)
                         snprintf(e->template_error, sizeof(e->template_error), "%s", terr.message);
         }
         return 0;
@@ -547,6 +688,10 @@ static void ns_fini(hxs_engine *e)
         templates_free(e->templates);
         e->templates = NULL;
         hxs_seccomp_free(&e->seccomp);
+        /* after the templates, which hold some */
+        ns_owners_free(e->owners);
+        e->owners = NULL;
+        close_fd(&e->init_fd);
 }
 
 static int ns_check(hxs_engine *e, hxs_error *err)

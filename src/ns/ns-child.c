@@ -4,9 +4,11 @@
  * new user namespace (mapped to an unprivileged host uid). It builds the root
  * filesystem as a list of steps, pivots into it, then forks the program: the program
  * drops to the "sandbox" user with no capabilities, no_new_privs and the seccomp
- * filter, and execs the interpreter. PID 1 stays behind as a tiny init: it reaps, and
- * when the program exits it reports the status and exits, which makes the kernel kill
- * every other process of the namespace (daemons included).
+ * filter, and execs the interpreter. PID 1 then becomes the init (ns-init.h): with no
+ * capabilities, no_new_privs and the same filter it execs a small static program that
+ * reaps, and when the program exits reports the status and exits, which makes the
+ * kernel kill every other process of the namespace (daemons included). So PID 1 holds
+ * nothing of the process it was cloned from (the service, or a template).
  *
  * Everything here runs between clone and exec in a copy of the supervisor: no locks,
  * no logging; failures are written to the report pipe and end the child.
@@ -20,6 +22,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +42,11 @@
 #include "core/fileio.h"
 #include "core/macro.h"
 #include "ns/ns-etc.h"
+#include "ns/ns-init.h"
 #include "ns/ns-proc.h"
 #include "ns/ns.h"
+
+_Static_assert(NS_INIT_REPORT_STATUS == NS_REPORT_STATUS, "the init reports as PID 1 does");
 
 static int report_fd = -1;
 
@@ -532,29 +538,75 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
         die("executing %s", a->interpreter);
 }
 
+/* ---- the user namespace's own limits ------------------------------------------------ */
+
+/* The counters the kernel keeps per user and charges at every level of the user
+ * namespace chain: in the sandbox's own namespace they are capped here (PID 1 has
+ * CAP_SYS_RESOURCE there until it drops it), so that one sandbox cannot take all of
+ * its owner's share either. The filter denies fanotify_init and every way to a new
+ * namespace, so those get 0. Opened before the root is built (the sandbox's /proc is
+ * not the place to write them), written once the last namespace PID 1 makes is there. */
+static const struct {
+        const char *name;
+        size_t cfg_offset;      /* a uint32_t of hxs_config; SIZE_MAX: 0 */
+} ns_limits[] = {
+        { "max_inotify_instances", offsetof(hxs_config, inotify_instances) },
+        { "max_inotify_watches", offsetof(hxs_config, inotify_watches) },
+        { "max_fanotify_groups", SIZE_MAX },
+        { "max_fanotify_marks", SIZE_MAX },
+        { "max_user_namespaces", SIZE_MAX },
+        { "max_pid_namespaces", SIZE_MAX },
+        { "max_net_namespaces", SIZE_MAX },
+        { "max_mnt_namespaces", SIZE_MAX },
+        { "max_ipc_namespaces", SIZE_MAX },
+        { "max_uts_namespaces", SIZE_MAX },
+        { "max_cgroup_namespaces", SIZE_MAX },
+        { "max_time_namespaces", SIZE_MAX },
+};
+
+/* fds[i] < 0 where the kernel has no such counter, or where /proc/sys is read-only
+ * (a container runtime mounts it so; the owner uid of the namespace is the sandbox's
+ * own all the same). Nothing to do when the limits are not configured (the microVM's
+ * agent: a guest kernel of its own). */
+static void open_ns_limits(const hxs_config *cfg, int fds[ARRAY_SIZE(ns_limits)])
+{
+        for (size_t i = 0; i < ARRAY_SIZE(ns_limits); i++) {
+                char p[80];
+                fds[i] = -1;
+                if (!cfg->inotify_instances)
+                        continue;
+                snprintf(p, sizeof(p), "/proc/sys/user/%s", ns_limits[i].name);
+                fds[i] = open(p, O_WRONLY | O_CLOEXEC);
+                if (fds[i] < 0 && errno != ENOENT && errno != EROFS)
+                        die("opening %s", p);
+        }
+}
+
+static void write_ns_limits(const hxs_config *cfg, int fds[ARRAY_SIZE(ns_limits)])
+{
+        for (size_t i = 0; i < ARRAY_SIZE(ns_limits); i++) {
+                if (fds[i] < 0)
+                        continue;
+                uint32_t v = 0;
+                if (ns_limits[i].cfg_offset != SIZE_MAX)
+                        memcpy(&v, (const char *)cfg + ns_limits[i].cfg_offset, sizeof(v));
+                char num[16];
+                int len = snprintf(num, sizeof(num), "%u", v);
+                if (write(fds[i], num, (size_t)len) != len)
+                        die("setting the user namespace's %s", ns_limits[i].name);
+                close(fds[i]);
+        }
+}
+
 /* ---- PID 1 ------------------------------------------------------------------------ */
 
+/* PID 1 without a static init to exec (the microVM's agent passes none): the same
+ * loop, in this copy of the agent. */
 static _Noreturn void init_loop(pid_t program)
 {
         /* Only our own signal handling matters: the kernel already ignores signals from
          * inside the namespace that PID 1 has no handler for. */
-        for (;;) {
-                int status;
-                pid_t pid = waitpid(-1, &status, 0);
-                if (pid < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        _exit(126); /* no children: cannot happen before the program exits */
-                }
-                if (pid != program)
-                        continue; /* reaped an orphan */
-                char msg[1 + sizeof(int)];
-                msg[0] = NS_REPORT_STATUS;
-                memcpy(msg + 1, &status, sizeof(int));
-                (void)!write(report_fd, msg, sizeof(msg));
-                /* exiting kills everything else in the namespace */
-                _exit(0);
-        }
+        ns_init_reap(program, report_fd);
 }
 
 /* The child is a copy of the supervisor, with all of its descriptors: listening
@@ -562,7 +614,7 @@ static _Noreturn void init_loop(pid_t program)
  * helps at exec, and PID 1 never execs. */
 static void close_all_except(const int *keep, size_t n)
 {
-        int sorted[16]; /* at most 6 + ARRAY_SIZE(cg_self) are asked for */
+        int sorted[16]; /* at most 7 + ARRAY_SIZE(cg_self) are asked for */
         size_t m = 0;
         for (size_t i = 0; i < n && m < ARRAY_SIZE(sorted); i++)
                 if (keep[i] >= 0)
@@ -582,6 +634,27 @@ static void close_all_except(const int *keep, size_t n)
         (void)syscall(SYS_close_range, from, ~0U, 0);
 }
 
+/* Becomes the static init: the report pipe at NS_INIT_REPORT_FD, nothing else open,
+ * no environment. Failing here fails the sandbox (it must not run on as a copy). */
+static _Noreturn void exec_init(int init_fd, pid_t program)
+{
+        /* out of the way first, so that neither dup2 below clobbers the other */
+        int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 10), ini = fcntl(init_fd, F_DUPFD_CLOEXEC, 10);
+        if (rep < 0 || ini < 0 || dup2(rep, NS_INIT_REPORT_FD) < 0 || /* dup2: not CLOEXEC */
+            dup3(ini, NS_INIT_REPORT_FD + 1, O_CLOEXEC) < 0)
+                die("setting up the init's descriptors");
+        report_fd = NS_INIT_REPORT_FD;
+        init_fd = NS_INIT_REPORT_FD + 1;
+        (void)syscall(SYS_close_range, NS_INIT_REPORT_FD + 2, ~0U, 0);
+        char pid_arg[16], fd_arg[16];
+        snprintf(pid_arg, sizeof(pid_arg), "%d", (int)program);
+        snprintf(fd_arg, sizeof(fd_arg), "%d", NS_INIT_REPORT_FD);
+        char *argv[] = { "hxs-init", fd_arg, pid_arg, NULL };
+        char *envp[] = { NULL };
+        syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
+        die("executing the sandbox's init");
+}
+
 void ns_reset_signal_dispositions(void)
 {
         /* the kernel's struct sigaction: handler, flags, restorer, mask */
@@ -598,9 +671,9 @@ void ns_reset_signal_dispositions(void)
 
 void ns_child_main(const ns_child_args *a, ns_program *ret)
 {
-        int keep[6 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
-                                                 a->stderr_fd, a->payload_fd };
-        size_t n_keep = 6;
+        int keep[7 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
+                                                 a->stderr_fd, a->payload_fd, a->init_fd };
+        size_t n_keep = 7;
         _Static_assert(ARRAY_SIZE(keep) <= 16, "close_all_except keeps at most 16");
         for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++)
                 keep[n_keep++] = a->cg_self[i];
@@ -653,6 +726,8 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
                 die("reading the payload");
         }
         close(a->payload_fd);
+        int limit_fds[ARRAY_SIZE(ns_limits)];
+        open_ns_limits(a->cfg, limit_fds);
         loopback_up();
         build_root(a, &pl);
 
@@ -662,6 +737,7 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         /* cgroup namespace now, so the sandbox's own cgroup is its root */
         if (unshare(CLONE_NEWCGROUP) < 0)
                 die("unsharing the cgroup namespace");
+        write_ns_limits(a->cfg, limit_fds);
 
         pid_t program = fork();
         if (program < 0)
@@ -681,5 +757,7 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         clear_capabilities();
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || hxs_seccomp_load(a->seccomp) < 0)
                 _exit(127);
-        init_loop(program);
+        if (a->init_fd < 0)
+                init_loop(program);
+        exec_init(a->init_fd, program);
 }

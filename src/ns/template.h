@@ -7,6 +7,18 @@
  * fresh tmpfs and the seccomp filter; only the process image is a copy of the template
  * instead of a fresh exec. A used sandbox is never reused; the template itself never
  * runs a request's code.
+ *
+ * Who owns a warm sandbox's user namespace: its creator's effective uid, to which the
+ * kernel charges what the sandbox takes of the per-user counters (inotify, ...). So
+ * that no two live sandboxes share one, there is a template per kind and per warm
+ * owner slot (ns.h, NS_OWNER_UID), running as that slot's owner uid and serving one
+ * sandbox at a time. The templates of a kind are forked from one Python process, the
+ * mother, after its imports (so they share its pages): it alone holds CAP_SETUID and
+ * CAP_SETGID, to give each child its slot's uid; it reads nothing but its own imports
+ * and the slot numbers the engine sends, and exits once it has forked them. A slot
+ * template holds no capability at all. Templates and sandboxes are children of the
+ * service (CLONE_PARENT): the service proves that what a template answers is a process
+ * it made before it touches it.
  */
 #pragma once
 
@@ -25,10 +37,14 @@ typedef enum template_kind {
 
 typedef struct hxs_templates hxs_templates;
 
-/* Starts the templates (they become ready in the background), each in a memory-capped
- * cgroup of cgl. The _hxs_zygote extension is found beside the running binary. If this
- * fails, everything simply runs cold. */
-int templates_new(const hxs_config *cfg, cg_layout *cgl, hxs_templates **ret, hxs_error *err);
+/* Starts the templates of every kind (they become ready in the background), each kind
+ * in a memory-capped cgroup of cgl, each slot's as an owner uid taken from owners. The
+ * _hxs_zygote extension is found beside the running binary. init_fd (the sandbox
+ * init, kept open by the caller) is given to the templates. If this fails, everything
+ * simply runs cold. */
+struct ns_owners;
+int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, struct ns_owners *owners,
+                  hxs_templates **ret, hxs_error *err);
 void templates_free(hxs_templates *t);
 
 /* Which template suits a request (both are behaviourally identical). */
@@ -37,24 +53,48 @@ template_kind template_pick(const hxs_request *req, bool installed_set);
  * that only interpreter start-up reads (PYTHON*, LANG, LC_*). */
 bool template_eligible(hxs_templates *t, const hxs_request *req);
 
-/* Asks a ready template to clone a sandbox with these arguments. On success the
- * sandbox is blocked on args->sync_fd like a cold one. -EAGAIN when the template is
- * not ready (it is restarted if it died): run cold instead. */
+/* Asks a ready template of a free slot to clone a sandbox with these arguments. On
+ * success the sandbox is blocked on args->sync_fd like a cold one, *ret_pidfd is a
+ * pidfd of it (a child of this process, checked), *ret_slot the slot it holds until
+ * templates_release, and *ret_owner the owner uid of its user namespace, which it
+ * holds until ns_owner_put. -EAGAIN when no template is ready and free (one that died
+ * is restarted): run cold instead. */
 int template_spawn(hxs_templates *t, template_kind kind, const ns_child_args *args,
-                   pid_t *ret_pid, int *ret_pidfd);
+                   pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner);
+/* The sandbox of that slot is gone: the slot's templates may serve another. */
+void templates_release(hxs_templates *t, int slot);
 
-/* For /health and /metrics: ready templates, and templates started since start-up. */
+/* For /health and /metrics: kinds whose templates are all ready, kinds, and
+ * generations of templates started since start-up. */
 void templates_state(hxs_templates *t, unsigned *ret_ready, unsigned *ret_total,
                      unsigned long *ret_restarts);
 
-/* The wire format between the engine and a template (one SOCK_SEQPACKET message,
- * with the descriptors in SCM_RIGHTS: payload, sync, report, stdout, stderr[, stdin]). */
-#define TEMPLATE_MAGIC 0x68787a31u /* "hxz1" */
+/* Whether pidfd (the process pid, so the template says) is a child of this process in
+ * a user namespace that owner owns: what the engine checks before it acts on a
+ * template's answer. 0, or -EPERM. */
+int template_check_child(int pidfd, pid_t pid, uid_t owner);
+
+/* ---- the wire formats (SOCK_SEQPACKET) ---- */
+
+/* engine -> mother: fork the template of one slot; SCM_RIGHTS: its control socket.
+ * mother -> engine: a template_reply with the new template's pid; SCM_RIGHTS: a pidfd. */
+#define TEMPLATE_SLOT_MAGIC 0x68787331u /* "hxs1" */
+typedef struct template_slot_request {
+        uint32_t magic;
+        uint32_t slot;
+        uint32_t owner;         /* its uid and gid (effective and saved) */
+} template_slot_request;
+
+/* slot template -> engine, once: "R" when it serves. Then, for each request:
+ * engine -> template: a template_request; SCM_RIGHTS: payload, sync, report, stdout,
+ * stderr[, stdin]. template -> engine: a template_reply; SCM_RIGHTS: a pidfd of the
+ * sandbox (none on failure). */
+#define TEMPLATE_MAGIC 0x68787a32u /* "hxz2" */
 typedef struct template_request {
         uint32_t magic;
         uint32_t n_fds;
         uint32_t memory_mb;     /* ns_child_args.memory_mb */
-        hxs_config cfg;
+        hxs_config cfg;         /* without secrets: see template_spawn */
         char mountpoint[300];
         char code_name[16];
         char pkgs_dir[512];     /* an installed package set to bind, "" = none */
@@ -63,3 +103,7 @@ typedef struct template_request {
 typedef struct template_reply {
         int32_t pid;    /* > 0, or -errno */
 } template_reply;
+
+/* Where a slot template has its control socket and the sandbox init. */
+#define TEMPLATE_SOCK_FD 3
+#define TEMPLATE_INIT_FD 4

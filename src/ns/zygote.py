@@ -1,18 +1,44 @@
-# A warm template for Python executions (see src/ns/template.c).
+# Warm templates for Python executions (see src/ns/template.h).
 #
-# Started by the engine as an unprivileged host user with a clean environment. It
-# imports what the template preloads, then hands control to the C loop in
-# _hxs_zygote, which for every execution clones a fresh sandbox with the same C code
-# as the cold path. That call returns only inside a new sandbox's program process,
-# after the sandbox user, capabilities, no_new_privs, seccomp and limits are in place;
-# from there this script runs the request's code as `python3 /code/main.py` would.
+# Started by the engine as the templates' host user, with a clean environment and
+# only CAP_SETUID and CAP_SETGID: the mother. It imports what the templates preload,
+# then hands control to the C loop in _hxs_zygote, which forks one slot template per
+# owner slot (each takes its slot's uid and drops every capability) and, in each of
+# them, clones a fresh sandbox for every execution with the same C code as the cold
+# path. That call returns only inside a new sandbox's program process, after the
+# sandbox user, capabilities, no_new_privs, seccomp and limits are in place; from there
+# this script runs the request's code as `python3 /code/main.py` would.
 import sys
 
 _kind, _moddir = sys.argv[1], sys.argv[2]
-sys.path.insert(0, _moddir)
-import _hxs_zygote  # noqa: E402
 
-del sys.path[0]
+
+def _load_zygote(path):
+    # from a memfd, so that no program's /proc/self/maps names where the engine keeps it
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    with open(path, "rb") as f:
+        data = f.read()
+    fd = os.memfd_create("_hxs_zygote.so", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        where = "/proc/self/fd/%d" % fd
+        loader = importlib.machinery.ExtensionFileLoader("_hxs_zygote", where)
+        spec = importlib.util.spec_from_file_location("_hxs_zygote", where, loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        os.close(fd)
+    sys.modules["_hxs_zygote"] = mod
+    return mod
+
+
+_hxs_zygote = _load_zygote(_moddir + "/_hxs_zygote.so")
+del _load_zygote
 if _kind == "sci":
     # numexpr starts a thread pool on import; a template must stay single-threaded
     # (it clones). pandas then simply runs without numexpr.
@@ -122,4 +148,4 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
     os._exit(status)
 
 
-_run(_hxs_zygote.serve(3))
+_run(_hxs_zygote.mother(3))

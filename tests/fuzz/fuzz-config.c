@@ -74,6 +74,8 @@ static const struct range {
         N("SANDBOX_CPUS", cpus_milli, 10, 1024000),
         N("SANDBOX_NOFILE", nofile, 16, 1u << 20),
         N("SANDBOX_UID_BASE", uid_base, 1000, 4000000000u),
+        N("SANDBOX_INOTIFY_INSTANCES", inotify_instances, 1, 65536),
+        N("SANDBOX_INOTIFY_WATCHES", inotify_watches, 1, 1u << 22),
         { "SANDBOX_WARM", BOOL, offsetof(hxs_config, warm), 0, 1 },
         N("SANDBOX_TEMPLATE_MEMORY_MB", template_memory_mb, 64, 64 * 1024),
         S("SANDBOX_ROOTFS", rootfs),

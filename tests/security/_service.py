@@ -42,7 +42,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import pytest
 
@@ -677,6 +677,44 @@ def start_service(mode: str, env: Optional[Dict[str, str]] = None, listen: Optio
         pytest.exit("CANARY FAILED through the service (%s mode), the sandbox does not isolate, "
                     "no attack code will run: %s" % (mode, "; ".join(problems)), returncode=3)
     return svc
+
+
+def serve_module(env: Optional[Dict[str, str]] = None) -> Iterator[HostileService]:
+    """The body of a module fixture: a warm service of a test module's own (which can
+    run cold too: Bash, or Python with PYTHON* variables), stopped and checked after
+    the module. `yield from serve_module({...})`."""
+    s = start_service("warm", env)
+    yield s
+    problems = s.stop_and_check()
+    if problems:
+        pytest.fail("the service (%s) did not end cleanly:\n%s" % (s.url, "\n".join(problems)), pytrace=False)
+
+
+def wait_named(names: Dict[str, str], threads: Sequence[Any], timeout: float) -> Dict[str, int]:
+    """Host pids of processes named (comm, or argv[0]) names[k], for each k, once all are
+    there; stops early when a thread (the request that should start one) has ended."""
+    found: Dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    while len(found) < len(names) and time.monotonic() < deadline and all(t.is_alive() for t in threads):
+        for key, name in names.items():
+            pid = named_pid(name)
+            if pid:
+                found[key] = pid
+        time.sleep(0.05)
+    return found
+
+
+def named_pid(name: str) -> Optional[int]:
+    """The host process named `name`: its comm (prctl) or its argv[0] (exec -a)."""
+    for p in host_pids():
+        try:
+            with open("/proc/%s/comm" % p) as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if name == comm or name == proc_cmdline(p).split(b"\0")[0].decode(errors="replace"):
+            return int(p)
+    return None
 
 
 # ---- running the same thing in many languages ----------------------------------------

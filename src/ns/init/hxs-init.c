@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hxs-init: PID 1 of a namespace sandbox, once set-up is done (see ns-init.h). It is
+ * exec'd by the set-up code with no capabilities, no_new_privs and the sandbox's
+ * seccomp filter already in place, so it is a fresh, tiny process image: nothing of
+ * the service (or template) it was cloned from is in its memory.
+ *
+ *   hxs-init REPORT_FD PROGRAM_PID
+ *
+ * It reaps every process that ends up its child; it passes the signals a supervisor
+ * sends to stop a program (TERM, INT, HUP, QUIT, USR1, USR2) on to the program; when
+ * the program ends it writes 'S' and the wait status (an int, host byte order) to the
+ * report pipe and exits, which makes the kernel kill every other process of the pid
+ * namespace: ns_init_reap (ns-init.h), which the set-up code runs itself where there is
+ * no init to exec.
+ *
+ * No libc: every sandbox execs it, and a static libc's start-up alone costs more than
+ * all the rest of it. x86_64 system calls, numbers and structures of the kernel's ABI.
+ */
+#define NR_write 1
+#define NR_rt_sigaction 13
+#define NR_rt_sigreturn 15
+#define NR_wait4 61
+#define NR_kill 62
+#define NR_prctl 157
+#define NR_exit_group 231
+#define E_INTR 4
+#define PR_SET_DUMPABLE_ 4
+#define SA_RESTART_ 0x10000000UL
+#define SA_RESTORER_ 0x04000000UL
+#define REPORT_STATUS 'S' /* NS_INIT_REPORT_STATUS */
+
+static long sys3(long nr, long a, long b, long c)
+{
+        long r;
+        __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+        return r;
+}
+
+static long sys4(long nr, long a, long b, long c, long d)
+{
+        long r;
+        register long r10 __asm__("r10") = d;
+        __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+        return r;
+}
+
+static __attribute__((noreturn)) void exit_with(int code)
+{
+        for (;;)
+                sys3(NR_exit_group, code, 0, 0);
+}
+
+/* the return from a signal handler, which the kernel's sigaction needs given */
+void hxs_init_restore(void);
+__asm__(".text\n"
+        ".globl hxs_init_restore\n"
+        "hxs_init_restore:\n"
+        "        mov $15, %eax\n" /* NR_rt_sigreturn */
+        "        syscall\n");
+
+static volatile long program;
+
+static void forward(int sig)
+{
+        sys3(NR_kill, program, sig, 0);
+}
+
+static long number(const char *s)
+{
+        long v = 0;
+        if (!*s)
+                return -1;
+        for (; *s; s++) {
+                if (*s < '0' || *s > '9' || v > 100000000)
+                        return -1;
+                v = v * 10 + (*s - '0');
+        }
+        return v;
+}
+
+__attribute__((noreturn, used)) void hxs_init_main(long *sp);
+__attribute__((noreturn, used)) void hxs_init_main(long *sp)
+{
+        long argc = sp[0];
+        char **argv = (char **)(sp + 1);
+        sys3(NR_prctl, PR_SET_DUMPABLE_, 0, 0);
+        long fd = argc == 3 ? number(argv[1]) : -1, pid = argc == 3 ? number(argv[2]) : -1;
+        if (fd < 0 || pid <= 0)
+                exit_with(125);
+        program = pid;
+        static const int forwarded[] = { 15, 2, 1, 3, 10, 12 }; /* TERM INT HUP QUIT USR1 USR2 */
+        struct {
+                void (*handler)(int);
+                unsigned long flags;
+                void (*restorer)(void);
+                unsigned long mask;
+        } sa = { forward, SA_RESTART_ | SA_RESTORER_, hxs_init_restore, 0 };
+        for (unsigned i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+                sys4(NR_rt_sigaction, forwarded[i], (long)&sa, 0, sizeof(sa.mask));
+        for (;;) {
+                int status = 0;
+                long got = sys4(NR_wait4, -1, (long)&status, 0, 0);
+                if (got == -E_INTR)
+                        continue;
+                if (got < 0)
+                        exit_with(126); /* no children: the program cannot be gone unreported */
+                if (got != program)
+                        continue; /* an orphan */
+                unsigned char msg[1 + sizeof(int)];
+                msg[0] = REPORT_STATUS;
+                for (unsigned i = 0; i < sizeof(int); i++)
+                        msg[1 + i] = ((const unsigned char *)&status)[i];
+                sys3(NR_write, fd, (long)msg, sizeof(msg));
+                exit_with(0);
+        }
+}
+
+/* the entry point: argc, argv... on the stack */
+__asm__(".text\n"
+        ".globl _start\n"
+        "_start:\n"
+        "        xor %ebp, %ebp\n"
+        "        mov %rsp, %rdi\n"
+        "        and $-16, %rsp\n"
+        "        call hxs_init_main\n"
+        "        hlt\n");

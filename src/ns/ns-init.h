@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The sandbox's init (src/ns/init/hxs-init.c), a static binary embedded in the library.
+ * PID 1 of every namespace sandbox builds the root, forks the program, drops every
+ * privilege and then execs it from a sealed memfd that the engine made at start (the
+ * descriptor is opened before the root changes, so nothing in the sandbox's file system
+ * is involved): PID 1 is then a fresh image, not a copy of the service or a template.
+ */
+#pragma once
+
+#include <errno.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Where the init finds the report pipe (argv[1] says so too). */
+#define NS_INIT_REPORT_FD 3
+/* Its one message: this byte, then the program's wait status (an int). The same as
+ * NS_REPORT_STATUS (ns.h). */
+#define NS_INIT_REPORT_STATUS 'S'
+
+/* A sealed, executable memfd holding the init (O_CLOEXEC), or -errno. */
+int ns_init_memfd(void);
+
+/* What PID 1 does last, in the init and (without one) in the set-up code: reaps every
+ * child until `program` ends, writes its status to report_fd and exits, which makes the
+ * kernel kill everything else in the pid namespace. */
+static inline _Noreturn void ns_init_reap(pid_t program, int report_fd)
+{
+        for (;;) {
+                int status;
+                pid_t got = waitpid(-1, &status, 0);
+                if (got < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(126); /* no children: the program cannot be gone unreported */
+                }
+                if (got != program)
+                        continue; /* an orphan */
+                char msg[1 + sizeof(int)];
+                msg[0] = NS_INIT_REPORT_STATUS;
+                memcpy(msg + 1, &status, sizeof(int));
+                (void)!write(report_fd, msg, sizeof(msg));
+                _exit(0);
+        }
+}

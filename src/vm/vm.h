@@ -19,26 +19,12 @@
 #include <time.h>
 
 #include "hexr-sandbox/sandbox.h"
+#include "core/uids.h"
 #include "ns/cgroup.h"
 #include "proto/proto.h"
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
 #define VM_OVERHEAD_MB    128u
-/*
- * Host uids, SANDBOX_UID_BASE + these: one per role, so that nothing compromised in
- * one role runs as another's uid (a uid can ptrace, signal and spend the per-user
- * kernel budgets of its own processes). The one place they are all listed:
- *      +0      a sandbox's root (its user namespace maps 0 here)
- *      +1000   the "sandbox" user programs run as (NS_SANDBOX_UID)
- *      +2000   warm templates (NS_TEMPLATE_UID, src/ns/ns.h)
- *      +3000   the package downloader (NS_FETCH_UID, src/ns/ns.h)
- *      +3001   QEMU (VM_QEMU_UID)
- *      +3002   Firecracker (VM_FIRECRACKER_UID)
- * Every QEMU shares +3001 (and every Firecracker +3002): each is PID 1 of a pid
- * namespace of its own, so none can see another to ptrace or signal it.
- */
-#define VM_QEMU_UID         3001u
-#define VM_FIRECRACKER_UID  3002u
 /* The virtio-serial port name the agent looks for (kernel parameter hexr.port). */
 #define VM_PORT_NAME      "org.hexr.agent.0"
 
@@ -88,6 +74,14 @@ int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_e
 uint32_t vm_vmm_uid(const hxs_config *cfg, hxs_backend_kind kind);
 /* Is /dev/kvm there and answering KVM_GET_API_VERSION? (errno-style reason in why) */
 bool vm_kvm_usable(char *why, size_t why_size);
+
+/* ---- what this host offers (vm-probe.c) -------------------------------------- */
+
+/* doctor's lines: KVM, QEMU, Firecracker, the guest image. */
+size_t vm_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);
+/* Whether vm_host_init would succeed for that backend; why says what it lacks. */
+bool vm_qemu_usable(const hxs_config *cfg, char *why, size_t why_size);
+bool vm_firecracker_usable(const hxs_config *cfg, char *why, size_t why_size);
 
 /* ---- one VM (vm-instance.c) --------------------------------------------------- */
 

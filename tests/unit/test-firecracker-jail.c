@@ -541,7 +541,7 @@ static void test_vmm_uids_are_their_own(void **state)
         hxs_config_defaults(&cfg);
         uint32_t qemu = vm_vmm_uid(&cfg, HXS_BACKEND_QEMU), fc = vm_vmm_uid(&cfg, HXS_BACKEND_FIRECRACKER);
         const uint32_t others[] = { cfg.uid_base, cfg.uid_base + NS_SANDBOX_UID, cfg.uid_base + NS_TEMPLATE_UID,
-                                    cfg.uid_base + NS_FETCH_UID };
+                                    cfg.uid_base + PKG_FETCH_UID };
         assert_int_not_equal(qemu, fc);
         for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
                 assert_int_not_equal(qemu, others[i]);

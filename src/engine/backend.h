@@ -31,8 +31,8 @@ enum {
 typedef struct backend_env {
         const hxs_config *cfg;                  /* the engine's, resolved */
         hxs_backend_kind kind;                  /* which entry of the table (backends.c) */
-        cg_layout *cg;                          /* the engine's cgroup layout */
-        hxs_engine *engine;                     /* for the graveyard (hxs_engine_defer_cgroup) */
+        cg_layout *cg;                          /* the engine's cgroup layout (safe from any thread) */
+        cg_graveyard *graveyard;                /* the engine's (the engine's thread only) */
         hxs_runtime_info *runtimes;             /* the root's runtimes, loaded right after init (check updates their versions) */
 } backend_env;
 
@@ -86,8 +86,3 @@ const backend_entry *backend_pick_in(const backend_entry *table, size_t n, hxs_c
 /* Fills items[n] (when n < max) and returns the new count: for the probe ops. */
 size_t probe_add(hxs_probe_item *items, size_t max, size_t n, const char *name, hxs_probe_status st,
                  const char *fmt, ...) _printf_(6, 7);
-
-/* Tries to remove cgroups left in the graveyard. With wait, retries for a while. */
-void hxs_engine_bury(hxs_engine *e, bool wait);
-/* Hands a cgroup that could not be removed yet to the graveyard. */
-void hxs_engine_defer_cgroup(hxs_engine *e, const cg_exec *c);

@@ -28,7 +28,7 @@ static void engine_free(hxs_engine *e)
 {
         if (!e)
                 return;
-        hxs_engine_bury(e, true);
+        cg_graveyard_bury(&e->graveyard, true);
         if (e->ops)
                 e->ops->fini(e->state);
         pkgcache_fini(&e->pkgcache);
@@ -75,7 +75,7 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
                 return r;
         (void)cg_sweep(&e->cg);
         e->kind = b->kind;
-        e->env = (backend_env){ .cfg = &e->cfg, .kind = b->kind, .cg = &e->cg, .engine = e,
+        e->env = (backend_env){ .cfg = &e->cfg, .kind = b->kind, .cg = &e->cg, .graveyard = &e->graveyard,
                                 .runtimes = &e->runtimes };
         e->ops = b->ops;
         r = e->ops->init(&e->env, &e->state, err);
@@ -111,33 +111,6 @@ void hxs_engine_stats_get(hxs_engine *e, hxs_engine_stats *ret)
 int hxs_engine_check(hxs_engine *e, hxs_error *err)
 {
         return e->ops->check(e->state, err);
-}
-
-void hxs_engine_defer_cgroup(hxs_engine *e, const cg_exec *c)
-{
-        if (e->n_graveyard < HXS_GRAVEYARD_MAX) {
-                e->graveyard[e->n_graveyard++] = *c;
-                return;
-        }
-        /* full: wait for this one now rather than forget it */
-        cg_exec tmp = *c;
-        for (int i = 0; i < 200 && cg_exec_remove(&tmp) == -EBUSY; i++)
-                usleep(5000);
-}
-
-void hxs_engine_bury(hxs_engine *e, bool wait)
-{
-        for (int round = 0; round < (wait ? 400 : 1) && e->n_graveyard > 0; round++) {
-                size_t kept = 0;
-                for (size_t i = 0; i < e->n_graveyard; i++) {
-                        cg_exec_kill(&e->graveyard[i]);
-                        if (cg_exec_remove(&e->graveyard[i]) < 0)
-                                e->graveyard[kept++] = e->graveyard[i];
-                }
-                e->n_graveyard = kept;
-                if (kept && wait)
-                        usleep(5000);
-        }
 }
 
 /* ---- executions ------------------------------------------------------------------ */

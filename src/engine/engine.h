@@ -8,9 +8,7 @@
 #include "engine/packages.h"
 #include "engine/pkgcache.h"
 #include "engine/request.h"
-#include "ns/cgroup.h"
-
-#define HXS_GRAVEYARD_MAX 256
+#include "core/cgroup.h"
 
 struct hxs_engine {
         hxs_config cfg;
@@ -18,15 +16,14 @@ struct hxs_engine {
         hxs_backend_kind kind;
         void *state;                    /* the backend's (ops->init) */
         backend_env env;                /* what the backend was handed */
-        /* host-wide cgroups: the layout every execution's cgroup lives in */
+        /* host-wide cgroups: the layout every execution's cgroup lives in, and those
+         * whose processes were still exiting when their execution ended */
         cg_layout cg;
+        cg_graveyard graveyard;
         /* Python distributions the image provides (packages=) */
         hxs_pkg_index pkgs;
         pkgcache pkgcache;              /* installed sets, when a wheelhouse is configured */
         /* the runtime manifest and the root's versions of it, read at start */
         hxs_runtime_info runtimes;
         char backend_note[240];         /* why auto picked what it picked */
-        /* cgroups whose processes were still exiting when their execution ended */
-        cg_exec graveyard[HXS_GRAVEYARD_MAX];
-        size_t n_graveyard;
 };

@@ -9,7 +9,7 @@
 #include "core/capbuf.h"
 #include "engine/pkgcache.h"
 #include "engine/request.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 
 struct hxs_exec {
         hxs_engine *engine;

@@ -180,7 +180,7 @@ static void fetch_close(hxs_exec *x)
                 /* whatever pip started goes with it */
                 cg_exec_kill(&x->fetch_cg);
                 if (cg_exec_remove(&x->fetch_cg) < 0)
-                        hxs_engine_defer_cgroup(x->engine, &x->fetch_cg);
+                        cg_graveyard_add(&x->engine->graveyard, &x->fetch_cg);
                 x->have_fetch_cg = false;
         }
         x->fetching = false;

@@ -264,7 +264,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         nx->b = b;
         nx->pidfd = nx->sync_fd = nx->report_fd = nx->stdout_fd = nx->stderr_fd = nx->stdin_fd = nx->timer_fd = -1;
         nx->warm_slot = -1;
-        hxs_engine_bury(b->env->engine, false);
+        cg_graveyard_bury(b->env->graveyard, false);
 
         cg_limits lim = { .memory_bytes = (uint64_t)req->memory_mb << 20,
                           .pids_max = cfg->pids_max, .cpus_milli = cfg->cpus_milli };
@@ -617,7 +617,7 @@ static void ns_release(hxs_exec *x)
         if (nx->have_cg) {
                 cg_exec_kill(&nx->cg);
                 if (cg_exec_remove(&nx->cg) < 0)
-                        hxs_engine_defer_cgroup(nx->b->env->engine, &nx->cg);
+                        cg_graveyard_add(nx->b->env->graveyard, &nx->cg);
                 nx->have_cg = false;
         }
         hxs_strv_free(nx->envp);

@@ -426,6 +426,7 @@ static int vm_init(const backend_env *env, void **ret_state, hxs_error *err)
         *ret_state = b;
         const hxs_config *cfg = b->cfg = env->cfg;
         int r = vm_host_init(&b->host, cfg, env->kind, err);
+        b->host.cg = env->cg; /* before the spawner and the pool copy the host */
         if (r == 0)
                 r = vm_spawner_new(&b->host, &b->spawner, err);
         if (r < 0)

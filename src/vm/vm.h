@@ -20,7 +20,7 @@
 
 #include "hexr-sandbox/sandbox.h"
 #include "core/uids.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 #include "proto/proto.h"
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
@@ -39,6 +39,7 @@ typedef struct vm_host {
         unsigned long tsc_khz;          /* for tsc_early_khz under TCG; 0 if unknown */
         uint32_t vmm_uid;               /* host uid of the hypervisor: VM_QEMU_UID or VM_FIRECRACKER_UID */
         char state_dir[256];            /* Firecracker jails live below */
+        cg_layout *cg;                  /* the engine's, every hypervisor's cgroup is made in */
         /* QEMU only: what its jail holds (qemu-jail.c) */
         char exec_path[PATH_MAX];       /* QEMU_BIN with links resolved: executed in the jail */
         char jail[16384];               /* "<type><host path>\0"..., "\0": 'f' a file, 'd' a directory */
@@ -58,7 +59,7 @@ typedef struct vm_instance {
         uint8_t *rbuf;                  /* HXP_FRAME_MAX bytes */
         size_t rlen;                    /* bytes in rbuf */
         size_t roff;                    /* where the next frame starts: rbuf[roff..rlen) is unparsed */
-        /* the hypervisor's cgroups (vm-cgroup.c) */
+        /* the hypervisor's cgroups (vm_cgroup_create) */
         cg_exec cg;
         bool have_cg;
         /* Firecracker only: the jail directory to remove */
@@ -102,11 +103,13 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_siz
 /* Appends the hypervisor's stderr (what it said before dying) to buf. */
 void vm_stderr_text(vm_instance *v, char *buf, size_t size);
 
-/* ---- the hypervisor's cgroups (vm-cgroup.c) ----------------------------------- */
+/* ---- the hypervisor's cgroups (vm-instance.c) --------------------------------- */
 
-/* Creates a cgroup with these limits in the layout every VM of the process shares;
- * name gets its "<instance>-<seq>" (may be NULL). */
-int vm_cgroup_create(const cg_limits *lim, cg_exec *ret, char *name, size_t name_size, hxs_error *err);
+/* Creates a cgroup with these limits in the engine's layout (h->cg): memory (guest
+ * RAM plus the VMM's own), pids and a CPU share, joined at birth (see core/cgroup.h),
+ * killed and removed with the VM. name gets its "<instance>-<seq>" (may be NULL). */
+int vm_cgroup_create(const vm_host *h, const cg_limits *lim, cg_exec *ret, char *name, size_t name_size,
+                     hxs_error *err);
 /* Kills what is left in v->cg and removes it. Idempotent. */
 void vm_cgroup_destroy(vm_instance *v);
 

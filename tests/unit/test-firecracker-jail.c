@@ -39,6 +39,7 @@
 
 static char tmp[] = "/tmp/hxs-fc-test-XXXXXX";
 static vm_host host;
+static cg_layout cgroups; /* the engine's, as vm_init hands it to the host */
 
 static void write_text(const char *path, const char *text, mode_t mode)
 {
@@ -70,6 +71,10 @@ static int setup(void **state)
         snprintf(host.state_dir, sizeof(host.state_dir), "%s/state", tmp);
         host.kvm = true;
         host.vmm_uid = FC_UID;
+        hxs_error err = { 0 };
+        if (cg_layout_init(&cgroups, &err) < 0)
+                return -1;
+        host.cg = &cgroups;
         set_mode("ok");
         write_text(host.initrd, "initrd", 0644);
         write_text(host.rootfs, "rootfs", 0644);

@@ -15,7 +15,7 @@
 #include <linux/magic.h>
 
 #include "core/error.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 #include "core/fileio.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -201,11 +201,14 @@ static uint64_t cg_read_key(const char *dir, const char *file, const char *key)
         return 0;
 }
 
-int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err)
+/* The process's one sequence: layouts share the instance name. */
+static uint64_t cg_seq;
+
+int cg_exec_create(const cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err)
 {
         cg_exec c = { .pure_v2 = l->pure_v2 };
         char val[64];
-        uint64_t seq = ++l->seq;
+        uint64_t seq = __atomic_add_fetch(&cg_seq, 1, __ATOMIC_RELAXED);
         int r;
 
         for (cg_hier h = 0; h < CG_HIER_MAX; h++) {
@@ -252,6 +255,17 @@ int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *
 fail:
         cg_exec_remove(&c);
         return hxs_fail(err, HXS_ERR_SETUP, r, "setting cgroup %s: %s", what, strerror(-r));
+}
+
+void cg_exec_name(const cg_exec *c, char *buf, size_t size)
+{
+        buf[0] = '\0';
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++)
+                if (c->path[h][0]) {
+                        const char *slash = strrchr(c->path[h], '/');
+                        snprintf(buf, size, "%s", slash ? slash + 1 : c->path[h]);
+                        return;
+                }
 }
 
 int cg_exec_attach(const cg_exec *c, pid_t pid, unsigned joined, hxs_error *err)
@@ -438,4 +452,31 @@ int cg_sweep(const cg_layout *l)
                 closedir(d);
         }
         return removed;
+}
+
+void cg_graveyard_add(cg_graveyard *g, const cg_exec *c)
+{
+        if (g->n < CG_GRAVEYARD_MAX) {
+                g->graves[g->n++] = *c;
+                return;
+        }
+        /* full: wait for this one now rather than forget it */
+        cg_exec tmp = *c;
+        for (int i = 0; i < 200 && cg_exec_remove(&tmp) == -EBUSY; i++)
+                usleep(5000);
+}
+
+void cg_graveyard_bury(cg_graveyard *g, bool wait)
+{
+        for (int round = 0; round < (wait ? 400 : 1) && g->n > 0; round++) {
+                size_t kept = 0;
+                for (size_t i = 0; i < g->n; i++) {
+                        cg_exec_kill(&g->graves[i]);
+                        if (cg_exec_remove(&g->graves[i]) < 0)
+                                g->graves[kept++] = g->graves[i];
+                }
+                g->n = kept;
+                if (kept && wait)
+                        usleep(5000);
+        }
 }

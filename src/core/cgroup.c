@@ -104,6 +104,18 @@ static int v2_prepare(const char *own, cg_layout *l, hxs_error *err)
         return 0;
 }
 
+/* Called again in a process that v2_prepare moved already (doctor probes, then starts
+ * an engine): the cgroup it was in is the one above its own leaf. Else the layout
+ * would nest below the leaf, which no sweep could then remove. */
+static void leave_own_leaf(char *own)
+{
+        char leaf[64];
+        snprintf(leaf, sizeof(leaf), "/%s/supervisor-%d", CG_DIRNAME, (int)getpid());
+        size_t n = strlen(own), m = strlen(leaf);
+        if (n >= m && strcmp(own + n - m, leaf) == 0)
+                own[n - m] = '\0';
+}
+
 static int instance_name(char *buf, size_t size)
 {
         unsigned long long start = 0;
@@ -126,6 +138,7 @@ int cg_layout_init(cg_layout *ret, hxs_error *err)
                 l.pure_v2 = true;
                 if (own_cgroup("", own, sizeof(own)) < 0)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOENT, "no cgroup v2 entry in /proc/self/cgroup");
+                leave_own_leaf(own);
                 r = v2_prepare(own, &l, err);
                 if (r < 0)
                         return r;

@@ -5,8 +5,8 @@
 
 #include "hexr-sandbox/sandbox.h"
 #include "engine/backend.h"
-#include "engine/packages.h"
-#include "engine/pkgcache.h"
+#include "pkg/packages.h"
+#include "pkg/pkgcache.h"
 #include "engine/request.h"
 #include "core/cgroup.h"
 

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "core/capbuf.h"
-#include "engine/pkgcache.h"
+#include "pkg/pkgcache.h"
 #include "engine/request.h"
 #include "core/cgroup.h"
 
@@ -56,7 +56,7 @@ static inline bool pkg_busy(const hxs_exec *x)
         return x->installer || x->fetching || x->commit;
 }
 
-/* packages= (pkg-install.c): a cached set for x, or its install step started. */
+/* packages= (pkg/pkg-step.c): a cached set for x, or its install step started. */
 int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err);
 /* Advances the install step; once it is over, starts the program or ends x. */
 int pkg_install_step(hxs_exec *x);

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 #include "server/json.h"
 #include "fuzz.h"

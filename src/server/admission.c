@@ -20,8 +20,15 @@
 #include <sys/epoll.h>
 
 #include "core/error.h"
+#include "server/admission.h"
+#include "server/call.h"
+#include "server/callers.h"
 #include "server/json.h"
-#include "server/server.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/records.h"
+#include "server/state.h"
 
 /* After the drain deadline's kill, how long executions get to report, and replies to be
  * flushed, before the process stops anyway. */

@@ -45,7 +45,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/server.h"
+#include "server/conn.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/state.h"
 
 #define ADDR_BUCKETS 1024u
 #define LINGER_IDLE_MS 5000u
@@ -55,6 +59,7 @@
 #define LINGER_CHUNK 65536
 
 typedef struct addr_node addr_node;
+typedef struct conn_watch conn_watch;
 
 struct conn_watch {
         struct conn_watch *prev, *next; /* every tracked connection */

@@ -29,8 +29,18 @@
 
 #include "core/error.h"
 #include "engine/request.h"
+#include "server/admission.h"
+#include "server/auth.h"
+#include "server/call.h"
+#include "server/conn.h"
+#include "server/http.h"
 #include "server/json.h"
-#include "server/server.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/records.h"
+#include "server/runtimes.h"
+#include "server/state.h"
 
 /* A chunked body past MAX_BODY_BYTES is read and dropped up to this many times that,
  * and at least DISCARD_MIN bytes (then the connection is closed without a reply). */

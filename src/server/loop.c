@@ -21,7 +21,12 @@
 #include <unistd.h>
 
 #include "core/macro.h"
-#include "server/server.h"
+#include "server/admission.h"
+#include "server/conn.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/state.h"
+#include "server/tls.h"
 
 uint64_t now_ms(void)
 {

@@ -19,7 +19,18 @@
 
 #include "core/error.h"
 #include "engine/hostcheck.h"
-#include "server/server.h"
+#include "server/admission.h"
+#include "server/auth.h"
+#include "server/callers.h"
+#include "server/conn.h"
+#include "server/http.h"
+#include "server/listen.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/records.h"
+#include "server/serve.h"
+#include "server/state.h"
+#include "server/tls.h"
 
 /* Idle and slow clients (slow-loris): a connection that moves no bytes for this long
  * is closed. A suspended connection (its sandbox runs) is not idle. */

@@ -52,7 +52,12 @@
 
 #include "engine/request.h"
 #include "server/json.h"
-#include "server/server.h"
+#include "server/admission.h"
+#include "server/call.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/state.h"
 #include "fuzz.h"
 
 

@@ -154,6 +154,28 @@ typedef struct hxs_setting_info {
 HXS_API size_t hxs_settings_count(void);
 HXS_API const hxs_setting_info *hxs_settings_get(size_t i);
 
+/* What a setting accepts, for the printers (`settings`, `--help`, docs/configuration.md). */
+typedef enum hxs_setting_kind {
+        HXS_SETTING_NUMBER = 0, /* a whole number */
+        HXS_SETTING_DURATION,   /* seconds: 30, 30s, 2m, 1h */
+        HXS_SETTING_BYTES,      /* bytes: 1048576, 1024k, 1M */
+        HXS_SETTING_CORES,      /* thousandths of a core, written 0.5, 1, 2 */
+        HXS_SETTING_SWITCH,     /* on or off */
+        HXS_SETTING_BACKEND,    /* one of hxs_backend_name(0 .. HXS_BACKEND_MAX - 1) */
+        HXS_SETTING_ACCEL,      /* one of hxs_vm_accel_name(0 .. HXS_VM_ACCEL_MAX - 1) */
+        HXS_SETTING_ADDRESS,    /* host:port, :port or unix:/path */
+        HXS_SETTING_TEXT,       /* free text: paths, URLs, lists */
+        HXS_SETTING_KIND_MAX,
+} hxs_setting_kind;
+
+typedef struct hxs_setting_range {
+        hxs_setting_kind kind;
+        uint64_t min, max;        /* the table's bounds in the kind's unit; numeric kinds only */
+} hxs_setting_range;
+
+/* Row i's kind and bounds. -ENOENT past the end, *ret untouched. */
+HXS_API int hxs_settings_range(size_t i, hxs_setting_range *ret);
+
 /* Fills *ret with the defaults (no environment read). */
 HXS_API void hxs_config_defaults(hxs_config *ret);
 

@@ -88,11 +88,19 @@ typedef struct call {
 
 TAILQ_HEAD(call_list, call);
 
+/* call.c: what http.c and admission.c both do with a request. */
+
 /* Prepares an error reply {"error":{"code":..,"message":..}} in c. */
 void call_set_error(call *c, unsigned status, const char *code, const char *message);
 /* HTTP status for an engine error kind: 400, 413, 422 or 500; and the error code of
  * the JSON body (invalid_request, too_large, not_found, sandbox_setup_failed...). */
-unsigned http_status_of(const hxs_error *err);
-const char *http_error_code_of(const hxs_error *err);
-/* The reply is ready: resume the suspended connection so MHD asks for it. */
+unsigned call_status_of(const hxs_error *err);
+const char *call_error_code_of(const hxs_error *err);
+/* The error reply for an engine error: its status, its code, its message (fallback
+ * when it has none). */
+void call_set_engine_error(call *c, const hxs_error *err, const char *fallback);
+/* Resumes the suspended connection (if it is) so MHD asks for the reply or notices the
+ * state; stops watching its socket. */
 void call_resume(call *c);
+/* The reply is prepared: CALL_REPLY, and resumed. */
+void call_reply_ready(call *c);

@@ -13,6 +13,7 @@ typedef struct conn_state conn_state;
 /* A connection must deliver each request whole within this. */
 #define REQUEST_READ_TIMEOUT_S 30u
 
+/* Its state, and its deadlines registered with the loop. */
 int conn_setup(struct hxs_server *srv);
 void conn_cleanup(struct hxs_server *srv);
 /* MHD's accept policy (MHD_start_daemon's apc), connection notifications and URI
@@ -24,9 +25,6 @@ void *conn_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 void conn_request_read(struct MHD_Connection *conn);    /* read whole: no deadline */
 void conn_request_done(struct MHD_Connection *conn);    /* answered: the next one's clock starts */
 void conn_linger(struct MHD_Connection *conn);          /* unread bytes: close lingering */
-void conn_linger_event(struct hxs_server *srv, void *lingerer);
 uint32_t conn_fresh_max(const struct hxs_server *srv);  /* slots connections without a request line may hold */
-uint64_t conn_next_deadline(const struct hxs_server *srv);
-void conn_reap_slow(struct hxs_server *srv, uint64_t now);
 void conn_stats(const struct hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
                 uint32_t *ret_lingering);

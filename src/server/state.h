@@ -6,7 +6,7 @@
  *
  *   serve.c     the server's public face (serve.h): new, run, free
  *   listen.c    LISTEN_ADDRESS to a listening socket (TCP or unix)
- *   loop.c      the one epoll loop: fds, timers, callbacks
+ *   loop.c      the one epoll loop: fds, one timer, callbacks; nothing of the service
  *   call.c      one request's life: its error reply, its resume, engine errors as HTTP
  *   http.c      MHD access handler, routing, bodies, responses
  *   admission.c slots, the FIFO queue, executions and their end (result, kill, drain)
@@ -47,10 +47,10 @@ typedef struct hxs_server {
         hxs_engine *engine;
         struct MHD_Daemon *mhd;
 
-        int epfd;
+        loop *loop;
         int sigfd;
-        int timerfd;
-        watch mhd_watch, sig_watch, timer_watch;
+        watch sig_watch, mhd_watch;
+        loop_hook admission_hook, mhd_hook;
 
         /* listening */
         int listen_fd;                  /* handed to MHD, which closes it */
@@ -87,7 +87,6 @@ typedef struct hxs_server {
         bool killed_on_drain;
         uint64_t drain_deadline_ms;     /* then running executions are killed */
         uint64_t exit_deadline_ms;      /* then we stop whatever is left */
-        bool stop;
         bool closing_on_purpose;        /* the handler returned MHD_NO to close: MHD's
                                          * "internal error" log line is expected */
 

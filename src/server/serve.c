@@ -19,7 +19,18 @@
 
 #include "core/error.h"
 #include "engine/hostcheck.h"
-#include "server/server.h"
+#include "server/admission.h"
+#include "server/auth.h"
+#include "server/callers.h"
+#include "server/conn.h"
+#include "server/http.h"
+#include "server/listen.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/records.h"
+#include "server/serve.h"
+#include "server/state.h"
+#include "server/tls.h"
 
 /* Idle and slow clients (slow-loris): a connection that moves no bytes for this long
  * is closed. A suspended connection (its sandbox runs) is not idle. */
@@ -112,6 +123,43 @@ static int parse_args(int argc, char **argv, const char **ret_listen)
         return 0;
 }
 
+static void on_signals(watch *w, uint32_t events)
+{
+        hxs_server *srv = loop_owner(w, hxs_server, sig_watch);
+        struct signalfd_siginfo si;
+
+        while (read(srv->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                switch (si.ssi_signo) {
+                case SIGTERM:
+                case SIGINT:
+                        if (!srv->draining) {
+                                log_line("drain", "%s: finishing %u running executions (at most %us), refusing new ones",
+                                         strsignal((int)si.ssi_signo), srv->n_running,
+                                         srv->cfg.drain_timeout_s);
+                                admission_drain(srv);
+                        } else if (srv->drain_deadline_ms > now_ms()) {
+                                /* Asked twice: stop waiting for running executions. */
+                                log_line("drain", "%s again: killing running executions now",
+                                         strsignal((int)si.ssi_signo));
+                                srv->drain_deadline_ms = now_ms();
+                        }
+                        break;
+                case SIGHUP: {
+                        /* Certificates rotate (short-lived SVIDs); other settings are
+                         * read once, at start. A bad new file keeps the old ones. */
+                        char msg[512];
+                        if (tls_reload(srv, msg, sizeof(msg)) < 0)
+                                log_line("reload", "SIGHUP: keeping the current certificates: %s", msg);
+                        else
+                                log_line("reload", "SIGHUP: %s; other settings are read once, at start", msg);
+                        break;
+                }
+                default:
+                        break;
+                }
+        }
+}
+
 static int setup_fds(hxs_server *srv)
 {
         sigset_t mask;
@@ -125,17 +173,61 @@ static int setup_fds(hxs_server *srv)
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return negative_errno();
         srv->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        srv->epfd = epoll_create1(EPOLL_CLOEXEC);
-        srv->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (srv->sigfd < 0 || srv->epfd < 0 || srv->timerfd < 0)
+        if (srv->sigfd < 0)
                 return negative_errno();
-        srv->sig_watch = (watch){ .kind = WATCH_SIGNAL, .ptr = srv, .fd = -1 };
-        srv->timer_watch = (watch){ .kind = WATCH_TIMER, .ptr = srv, .fd = -1 };
-        srv->mhd_watch = (watch){ .kind = WATCH_MHD, .ptr = srv, .fd = -1 };
-        int r = loop_add(srv, &srv->sig_watch, srv->sigfd, EPOLLIN);
+        int r = loop_new(&srv->loop);
         if (r == 0)
-                r = loop_add(srv, &srv->timer_watch, srv->timerfd, EPOLLIN);
+                r = loop_add(srv->loop, &srv->sig_watch, srv->sigfd, EPOLLIN, on_signals);
         return r;
+}
+
+static unsigned mhd_connections(hxs_server *srv)
+{
+        const union MHD_DaemonInfo *di =
+                MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        return di ? di->num_connections : 0;
+}
+
+static uint64_t mhd_deadline(void *data)
+{
+        hxs_server *srv = data;
+        MHD_UNSIGNED_LONG_LONG mhd_ms;
+
+        if (MHD_get_timeout(srv->mhd, &mhd_ms) != MHD_YES)
+                return UINT64_MAX;
+        return now_ms() + mhd_ms;
+}
+
+/* Every round, after its events and the other hooks (so no event of the round points
+ * at a request MHD frees in here): MHD's own work, then is the drain over?
+ *
+ * At MAX_CONNECTIONS, MHD takes its listening socket out of its epoll set and puts it
+ * back at the start of a later MHD_run, once connections were cleaned up at the end of
+ * an earlier one. Nothing would wake us for that later run (the socket is not in the
+ * set), so when connections went away, run again right now. */
+static void mhd_tick(void *data, uint64_t now)
+{
+        hxs_server *srv = data;
+        unsigned before = mhd_connections(srv);
+
+        MHD_run(srv->mhd);
+        if (mhd_connections(srv) < before)
+                MHD_run(srv->mhd);
+
+        if (!srv->draining)
+                return;
+        if (admission_drained(srv)) {
+                loop_stop(srv->loop);
+        } else if (now_ms() >= srv->exit_deadline_ms) {
+                log_line("drain", "giving up on %u executions and %u replies still in flight",
+                         srv->n_running, srv->n_held);
+                loop_stop(srv->loop);
+        }
+}
+
+/* MHD's epoll fd only wakes the loop: MHD_run happens in mhd_tick, every round. */
+static void mhd_ready(watch *w, uint32_t events)
+{
 }
 
 /* TLS 1.2 and 1.3 only. */
@@ -181,7 +273,12 @@ static int start_mhd(hxs_server *srv)
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         if (!di)
                 return -EIO;
-        return loop_add(srv, &srv->mhd_watch, di->epoll_fd, EPOLLIN);
+        int r = loop_add(srv->loop, &srv->mhd_watch, di->epoll_fd, EPOLLIN, mhd_ready);
+        if (r < 0)
+                return r;
+        srv->mhd_hook = (loop_hook){ .next_deadline = mhd_deadline, .tick = mhd_tick, .data = srv };
+        loop_hook_add(srv->loop, &srv->mhd_hook);
+        return 0;
 }
 
 static void teardown(hxs_server *srv)
@@ -190,7 +287,7 @@ static void teardown(hxs_server *srv)
                 /* Anything still suspended is resumed and told, before MHD goes. */
                 admission_abort_all(srv);
                 MHD_run(srv->mhd);
-                loop_del(srv, &srv->mhd_watch);
+                loop_del(srv->loop, &srv->mhd_watch);
                 MHD_stop_daemon(srv->mhd);
                 srv->mhd = NULL;
         }
@@ -201,9 +298,11 @@ static void teardown(hxs_server *srv)
         auth_cleanup(srv);
         callers_cleanup(srv);
         records_cleanup(srv);
-        close_fd(&srv->timerfd);
+        if (srv->loop)
+                loop_del(srv->loop, &srv->sig_watch);
         close_fd(&srv->sigfd);
-        close_fd(&srv->epfd);
+        loop_free(srv->loop);
+        srv->loop = NULL;
         hxs_engine_free(srv->engine);
         srv->engine = NULL;
 }
@@ -242,7 +341,8 @@ int hxs_cli_serve(int argc, char **argv)
                 fprintf(stderr, "hexr-sandbox: out of memory\n");
                 return EXIT_FAILURE_RUNTIME;
         }
-        srv->epfd = srv->sigfd = srv->timerfd = srv->listen_fd = -1;
+        srv->sigfd = srv->listen_fd = -1;
+        srv->sig_watch.fd = srv->mhd_watch.fd = -1;
         TAILQ_INIT(&srv->queue);
         TAILQ_INIT(&srv->running);
 
@@ -312,6 +412,8 @@ int hxs_cli_serve(int argc, char **argv)
                 uint32_t max = srv->cfg.max_concurrent, keep = max / 4 ? max / 4 : 1;
                 srv->quota_running = max > keep ? max - keep : 1;
         }
+        /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
+        admission_setup(srv);
         if (callers_setup(srv) < 0 || records_setup(srv) < 0 || conn_setup(srv) < 0) {
                 fprintf(stderr, "hexr-sandbox: out of memory\n");
                 goto out;
@@ -332,7 +434,7 @@ int hxs_cli_serve(int argc, char **argv)
                  tls_mutual(srv) ? "mTLS" : tls_enabled(srv) ? "TLS" : "plain HTTP",
                  srv->identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
 
-        r = loop_run(srv);
+        r = loop_run(srv->loop);
         status = r < 0 ? EXIT_FAILURE_RUNTIME : 0;
         log_line("stop", "stopped%s", r < 0 ? " after an error" : "");
 out:

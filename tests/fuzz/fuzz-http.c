@@ -50,8 +50,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/json.h"
 #include "engine/request.h"
-#include "server/json.h"
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/http.h"

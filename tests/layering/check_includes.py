@@ -47,8 +47,6 @@ KNOWN = {
     # the VM backend's own cgroup layout goes; cgroups are owned by the engine
     ("src/vm/vm.h", "ns/cgroup.h"),
     ("src/vm/firecracker.c", "ns/cgroup.h"),
-    # the JSON face of requests and results moves from the server to the library
-    ("src/cli/cli-exec.c", "server/json.h"),
     # doctor reads the host check and the package cache through engine internals
     ("src/cli/cli-doctor.c", "engine/hostcheck.h"),
     ("src/cli/cli-doctor.c", "engine/pkgcache.h"),

@@ -15,10 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
 #include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,6 +40,7 @@
 #include "core/macro.h"
 #include "ns/ns-etc.h"
 #include "ns/ns-init.h"
+#include "ns/jail.h"
 #include "ns/ns-proc.h"
 #include "ns/ns.h"
 
@@ -451,30 +449,15 @@ static void loopback_up(void)
         close(s);
 }
 
-/* ---- dropping privileges -------------------------------------------------------- */
+/* ---- dropping privileges (the steps are jail.c's) ----------------------------------- */
 
-static void drop_capabilities(void)
+/* A jail step's failure, named, ends the child. */
+static void step(jail_step which, int r)
 {
-        for (int cap = 0; cap <= 63; cap++)
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        die("dropping capability %d from the bounding set", cap);
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-                die("clearing ambient capabilities");
-}
-
-static void clear_capabilities(void)
-{
-        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct data[2] = { 0 };
-        if (syscall(SYS_capset, &hdr, data) < 0)
-                die("clearing capabilities");
-}
-
-static void set_rlimit(int resource, rlim_t value, const char *name)
-{
-        struct rlimit rl = { value, value };
-        if (setrlimit(resource, &rl) < 0)
-                die("setting %s", name);
+        if (r < 0) {
+                errno = -r;
+                die("%s", jail_step_text(which));
+        }
 }
 
 /* The program process: stdio, limits, the sandbox user, no capabilities,
@@ -487,37 +470,26 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
         int fds[3] = { a->stdin_fd, a->stdout_fd, a->stderr_fd };
         if (fds[0] < 0 && (fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
                 die("opening /dev/null");
-        /* lift them above 2 first so no dup2 below clobbers another */
-        for (int i = 0; i < 3; i++)
-                if (fds[i] < 3 && (fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0)
-                        die("moving stdio descriptors");
-        for (int i = 0; i < 3; i++)
-                if (dup2(fds[i], i) < 0) /* dup2 clears CLOEXEC on the copy */
-                        die("setting up stdio");
+        step(JAIL_FDS, jail_arrange_fds(fds, 3, 3));
         /* every other descriptor closes at exec; the report pipe stays open until then */
-        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                die("close_range");
+        step(JAIL_CLOSE, jail_close_from(3, true));
 
         /* PID 1 is shielded from the OOM killer; the program must not be */
         (void)write_file("/proc/self/oom_score_adj", "0");
 
-        set_rlimit(RLIMIT_NOFILE, cfg->nofile, "RLIMIT_NOFILE");
-        set_rlimit(RLIMIT_FSIZE, (rlim_t)cfg->tmpfs_mb << 20, "RLIMIT_FSIZE");
-        set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
-        set_rlimit(RLIMIT_MEMLOCK, 64 << 10, "RLIMIT_MEMLOCK");
+        const jail_rlimit limits[] = {
+                { RLIMIT_NOFILE, cfg->nofile }, { RLIMIT_FSIZE, (rlim_t)cfg->tmpfs_mb << 20 },
+                { RLIMIT_CORE, 0 }, { RLIMIT_MEMLOCK, 64 << 10 },
+        };
+        step(JAIL_RLIMITS, jail_rlimits(limits, ARRAY_SIZE(limits)));
 
         if (chdir(NS_SANDBOX_HOME) < 0)
                 die("chdir %s", NS_SANDBOX_HOME);
-        drop_capabilities();
-        if (setgroups(0, NULL) < 0)
-                die("setgroups");
-        if (setresgid(NS_SANDBOX_UID, NS_SANDBOX_UID, NS_SANDBOX_UID) < 0)
-                die("setresgid");
-        if (setresuid(NS_SANDBOX_UID, NS_SANDBOX_UID, NS_SANDBOX_UID) < 0)
-                die("setresuid");
-        clear_capabilities();
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                die("no_new_privs");
+        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
+        step(JAIL_SETID, jail_become(NS_SANDBOX_UID, NS_SANDBOX_UID, false));
+        step(JAIL_CAPS, jail_set_caps(0));
+        step(JAIL_NNP, jail_no_new_privs());
+        /* the uid change made it undumpable (its /proc files root's): undo that, after it */
         if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
                 die("dumpable");
         int r = hxs_seccomp_load(a->seccomp);
@@ -530,7 +502,7 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
         if (a->warm) {
                 /* no exec will close them: the program keeps stdio and nothing else
                  * (the report pipe would let it forge its own result) */
-                (void)syscall(SYS_close_range, 3, ~0U, 0);
+                step(JAIL_CLOSE, jail_close_from(3, false));
                 return;
         }
         char *argv[] = { (char *)a->interpreter, ret->code_path, NULL };
@@ -609,31 +581,6 @@ static _Noreturn void init_loop(pid_t program)
         ns_init_reap(program, report_fd);
 }
 
-/* The child is a copy of the supervisor, with all of its descriptors: listening
- * sockets, other sandboxes' pipes. Close everything but our own, now: CLOEXEC only
- * helps at exec, and PID 1 never execs. */
-static void close_all_except(const int *keep, size_t n)
-{
-        int sorted[16]; /* at most 7 + ARRAY_SIZE(cg_self) are asked for */
-        size_t m = 0;
-        for (size_t i = 0; i < n && m < ARRAY_SIZE(sorted); i++)
-                if (keep[i] >= 0)
-                        sorted[m++] = keep[i];
-        for (size_t i = 1; i < m; i++)
-                for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-                        int t = sorted[j];
-                        sorted[j] = sorted[j - 1];
-                        sorted[j - 1] = t;
-                }
-        unsigned int from = 0;
-        for (size_t i = 0; i < m; i++) {
-                if ((unsigned int)sorted[i] > from)
-                        (void)syscall(SYS_close_range, from, (unsigned int)sorted[i] - 1, 0);
-                from = (unsigned int)sorted[i] + 1;
-        }
-        (void)syscall(SYS_close_range, from, ~0U, 0);
-}
-
 /* Becomes the static init: the report pipe at NS_INIT_REPORT_FD, nothing else open,
  * no environment. Failing here fails the sandbox (it must not run on as a copy). */
 static _Noreturn void exec_init(int init_fd, pid_t program)
@@ -645,7 +592,8 @@ static _Noreturn void exec_init(int init_fd, pid_t program)
                 die("setting up the init's descriptors");
         report_fd = NS_INIT_REPORT_FD;
         init_fd = NS_INIT_REPORT_FD + 1;
-        (void)syscall(SYS_close_range, NS_INIT_REPORT_FD + 2, ~0U, 0);
+        if (jail_close_from(NS_INIT_REPORT_FD + 2, false) < 0)
+                die("closing the init's other descriptors");
         char pid_arg[16], fd_arg[16];
         snprintf(pid_arg, sizeof(pid_arg), "%d", (int)program);
         snprintf(fd_arg, sizeof(fd_arg), "%d", NS_INIT_REPORT_FD);
@@ -671,21 +619,21 @@ void ns_reset_signal_dispositions(void)
 
 void ns_child_main(const ns_child_args *a, ns_program *ret)
 {
+        /* The child is a copy of the supervisor, with all of its descriptors: listening
+         * sockets, other sandboxes' pipes. Close everything but our own, now: CLOEXEC
+         * only helps at exec, and PID 1 never execs. */
         int keep[7 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
                                                  a->stderr_fd, a->payload_fd, a->init_fd };
-        size_t n_keep = 7;
-        _Static_assert(ARRAY_SIZE(keep) <= 16, "close_all_except keeps at most 16");
-        for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++)
-                keep[n_keep++] = a->cg_self[i];
-        close_all_except(keep, n_keep);
+        unsigned n_cg = a->n_cg_self < ARRAY_SIZE(a->cg_self) ? a->n_cg_self : ARRAY_SIZE(a->cg_self);
+        for (unsigned i = 0; i < n_cg; i++)
+                keep[7 + i] = a->cg_self[i];
         report_fd = a->report_fd;
+        step(JAIL_CLOSE, jail_close_all_except(keep, 7 + n_cg));
         /* Into the sandbox's v1 cgroups, before anything else: "0" is this process
          * (one thread), allowed by the engine's credentials on the descriptor. */
-        for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++) {
-                if (write(a->cg_self[i], "0", 1) != 1)
-                        die("joining the sandbox's cgroups");
+        step(JAIL_CGROUP, jail_join_v1(a->cg_self, n_cg));
+        for (unsigned i = 0; i < n_cg; i++)
                 close(a->cg_self[i]);
-        }
         /* a template may ignore SIGCHLD or block signals: PID 1 must not */
         sigset_t none;
         sigemptyset(&none);
@@ -705,18 +653,12 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
                 _exit(127); /* supervisor gone, or it gave up on us */
 
         /* The supervisor has written our uid/gid maps: become the namespace's root. */
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-                die("becoming root of the user namespace");
+        step(JAIL_SETID, jail_become(0, 0, false));
         /* If the supervisor dies, so does the sandbox (and with PID 1, all of it).
          * Set after the uid change, which clears it. The supervisor holds the sync
          * pipe's write end while we run: a hang-up means it died before this. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        if (jail_pdeathsig(0, a->sync_fd) < 0)
                 _exit(127);
-        struct pollfd pfd = { .fd = a->sync_fd, .events = POLLIN };
-        if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
-                _exit(127);
-        if (setgroups(0, NULL) < 0)
-                die("setgroups");
         if (sethostname("sandbox", 7) < 0)
                 die("sethostname");
         payload_view pl;
@@ -753,9 +695,9 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
                 close(a->stdin_fd);
         close(a->stdout_fd);
         close(a->stderr_fd);
-        drop_capabilities();
-        clear_capabilities();
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || hxs_seccomp_load(a->seccomp) < 0)
+        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
+        step(JAIL_CAPS, jail_set_caps(0));
+        if (jail_no_new_privs() < 0 || hxs_seccomp_load(a->seccomp) < 0)
                 _exit(127);
         if (a->init_fd < 0)
                 init_loop(program);

@@ -277,15 +277,17 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
         }
-        payload_fd = payload_create(req, x->envp);
+        payload_fd = payload_create(req->code, req->code_len, x->envp);
         if (payload_fd < 0) {
                 r = payload_fd;
                 hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
                 goto fail;
         }
 
+        ns_limits limits;
+        ns_limits_of(cfg, &limits);
         ns_child_args args = {
-                .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
+                .limits = &limits, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
                 .interpreter = hxs_runtimes[req->language].path,
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
                 .init_fd = e->init_fd,

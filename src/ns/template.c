@@ -32,7 +32,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "ns/cgroup.h"
-#include "ns/jail.h"
+#include "core/jail.h"
 #include "ns/owners.h"
 #include "ns/template.h"
 
@@ -564,16 +564,6 @@ bool template_eligible(hxs_templates *ts, const hxs_request *req)
         return true;
 }
 
-/* The settings a sandbox's set-up reads, without what no template needs to hold (an
- * index URL may carry credentials; the others name the service's own files): every
- * warm program is a copy of the template's memory. */
-static void scrub_config(hxs_config *c)
-{
-        c->packages_index_url[0] = c->tls_cert_file[0] = c->tls_key_file[0] = '\0';
-        c->tls_client_ca_file[0] = c->auth_allow[0] = c->trusted_proxies[0] = '\0';
-        c->packages_wheelhouse[0] = c->listen_address[0] = '\0';
-}
-
 int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *args,
                    pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner)
 {
@@ -587,8 +577,9 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
                 return -EAGAIN;
         slot_template *t = &g->slot[i];
 
-        template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg, .memory_mb = args->memory_mb };
-        scrub_config(&req.cfg);
+        /* only the limits the child reads: every warm program is a copy of the
+         * template's memory, which must hold none of the service's settings */
+        template_request req = { .magic = TEMPLATE_MAGIC, .limits = *args->limits, .memory_mb = args->memory_mb };
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
         snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");

@@ -65,7 +65,7 @@
 #include "core/fileio.h"
 #include "core/macro.h"
 #include "ns/cgroup.h"
-#include "ns/jail.h"
+#include "core/jail.h"
 #include "vm/fc-api.h"
 #include "vm/vm.h"
 

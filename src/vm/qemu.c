@@ -37,7 +37,7 @@
 
 #include "core/error.h"
 #include "core/macro.h"
-#include "ns/jail.h"
+#include "core/jail.h"
 #include "vm/vm.h"
 
 /* Descriptor numbers inside QEMU. */

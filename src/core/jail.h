@@ -9,6 +9,9 @@
  * Everything here is async-signal-safe: raw system calls (glibc's set*id would signal
  * threads that exist only in the parent), no malloc, no locks, no stdio. The caller
  * may be a clone of a threaded process.
+ *
+ * In core, not ns/: both backends and the package step use it, and neither backend
+ * reaches into the other.
  */
 #pragma once
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/macro.h"
-#include "ns/jail.h"
+#include "core/jail.h"
 
 #define CAP_LAST 63 /* the bounding set's loop ends at EINVAL, or here */
 

@@ -5,7 +5,6 @@
 
 #include "cli/cli.h"
 #include "hexr-sandbox/sandbox.h"
-#include "server/serve.h"
 
 static const struct {
         const char *name;
@@ -16,6 +15,7 @@ static const struct {
         { "serve", hxs_cli_serve, "run the HTTP service" },
         { "doctor", hxs_cli_doctor, "check which isolation features this host has" },
         { "image", hxs_cli_image, "build or inspect the microVM guest image" },
+        { "settings", hxs_cli_settings, "print every setting; --markdown: docs/configuration.md" },
         { "version", hxs_cli_version, "print the version" },
 };
 
@@ -25,7 +25,7 @@ static void usage(FILE *f)
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
         fprintf(f, "\n`hexr-sandbox VERB --help` for a verb's options.\n\nsettings (environment):\n");
-        hxs_cli_print_settings();
+        hxs_cli_print_settings(f);
 }
 
 int main(int argc, char **argv)

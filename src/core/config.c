@@ -26,7 +26,6 @@ typedef enum setting_type {
         SET_LISTEN,     /* host:port | :port | unix:/path */
         SET_CPUS,       /* 0.5, 1, 2 -> thousandths */
         SET_BOOL,       /* on/off, true/false, 1/0, yes/no */
-        SET_RESERVED,   /* a string this build cannot use yet: only "" is accepted */
         SET_TYPE_MAX,
 } setting_type;
 
@@ -103,7 +102,8 @@ static const setting settings[] = {
         { { "SANDBOX_NOFILE", "1024", "open files a sandbox process may have" },
           SET_UINT, U32(nofile), 16, 1u << 20 },
         { { "SANDBOX_UID_BASE", "1000000",
-            "host uids base+0 (sandbox root), +1000 (sandbox user), +2000 (templates), +3000-3002, and from +4000 one owner per live sandbox; none may be a subordinate id or an account" },
+            "host uids: +0 the sandbox's root, +1000 the sandbox user, +2000 the templates, +3000-3002 the downloader and VMMs, from +4000 one owner per live sandbox; "
+            "checked at start against /etc/subuid, /etc/subgid and the accounts (an overlap refuses to start)" },
           SET_UINT, U32(uid_base), 1000, 4000000000u },
         { { "SANDBOX_INOTIFY_INSTANCES", "32", "inotify instances a sandbox may hold (the limit of its own user namespace)" },
           SET_UINT, U32(inotify_instances), 1, 65536 },
@@ -115,16 +115,16 @@ static const setting settings[] = {
           SET_UINT, U32(template_memory_mb), 64, 64 * 1024 },
         { { "SANDBOX_ROOTFS", "", "root filesystem directory (empty: host /usr and a synthesized /etc)" },
           SET_STRING, STR(rootfs), 0, 0 },
-        { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state" },
+        { { "STATE_DIR", "/run/hexr-sandbox", "where the engine keeps its mount point and runtime state; it and the directories above it must be root's, not writable by others (sticky /tmp is fine)" },
           SET_STRING, STR(state_dir), 0, 0 },
-        { { "PACKAGES_WHEELHOUSE", "", "directory of wheels packages= may install from (empty: only what the image has)" },
+        { { "PACKAGES_WHEELHOUSE", "", "directory of wheels packages= may install from (empty: only what the image has); must exist, be listable and its wheels readable by other users (checked at start)" },
           SET_STRING, STR(packages_wheelhouse), 0, 0 },
         { { "PACKAGES_INDEX_URL", "",
-            "package index (PEP 503, http:// or https://) the service, never the sandbox, may download wheels from" },
+            "package index (PEP 503, http:// or https:// with a host) the service, never the sandbox, may download wheels from" },
           SET_STRING, STR(packages_index_url), 0, 0 },
-        { { "PACKAGES_CACHE_DIR", "/var/cache/hexr-sandbox/packages", "where installed package sets are cached" },
+        { { "PACKAGES_CACHE_DIR", "/var/cache/hexr-sandbox/packages", "where installed package sets are cached; it and the directories above it must be root's, not writable by others (sticky /tmp is fine)" },
           SET_STRING, STR(packages_cache_dir), 0, 0 },
-        { { "PACKAGES_CACHE_MB", "2048", "size limit of that cache (least recently used sets are evicted); also the largest one install" },
+        { { "PACKAGES_CACHE_MB", "2048", "size limit of that cache (least recently used sets are evicted); also the most one install may write, and the largest wheel" },
           SET_UINT, U32(packages_cache_mb), 16, 1024 * 1024 },
         { { "PACKAGES_CACHE_INODES", "200000", "files and directories that cache may hold (least recently used sets are evicted); also the most one install may create" },
           SET_UINT, U32(packages_cache_inodes), 1000, 100000000 },
@@ -136,7 +136,7 @@ static const setting settings[] = {
           SET_STRING, STR(tls_key_file), 0, 0 },
         { { "TLS_CLIENT_CA_FILE", "", "CA bundle (PEM) for client certificates: mTLS; a CA belongs to the trust domain its spiffe:// URI SAN names, else to the service's own" },
           SET_STRING, STR(tls_client_ca_file), 0, 0 },
-        { { "SPIFFE_TRUST_BUNDLES", "", "trust bundles per trust domain: trust-domain=/file.pem (comma list); IDs are verified against their own" },
+        { { "SPIFFE_TRUST_BUNDLES", "", "trust bundles per trust domain: trust-domain=/file.pem (comma list); an ID is verified against its own trust domain's only" },
           SET_STRING, STR(spiffe_trust_bundles), 0, 0 },
         { { "SPIFFE_TRUST_DOMAIN", "", "the service's own trust domain (default: that of TLS_CERT_FILE's SPIFFE ID), for CAs that name none" },
           SET_STRING, STR(spiffe_trust_domain), 0, 0 },
@@ -193,6 +193,21 @@ size_t hxs_settings_count(void)
 const hxs_setting_info *hxs_settings_get(size_t i)
 {
         return i < ARRAY_SIZE(settings) ? &settings[i].info : NULL;
+}
+
+int hxs_settings_range(size_t i, hxs_setting_range *ret)
+{
+        static const hxs_setting_kind kinds[SET_TYPE_MAX] = {
+                [SET_UINT] = HXS_SETTING_NUMBER,       [SET_DURATION] = HXS_SETTING_DURATION,
+                [SET_BYTES] = HXS_SETTING_BYTES,       [SET_STRING] = HXS_SETTING_TEXT,
+                [SET_BACKEND] = HXS_SETTING_BACKEND,   [SET_ACCEL] = HXS_SETTING_ACCEL,
+                [SET_LISTEN] = HXS_SETTING_ADDRESS,    [SET_CPUS] = HXS_SETTING_CORES,
+                [SET_BOOL] = HXS_SETTING_SWITCH,
+        };
+        if (i >= ARRAY_SIZE(settings))
+                return -ENOENT;
+        *ret = (hxs_setting_range){ kinds[settings[i].type], settings[i].min, settings[i].max };
+        return 0;
 }
 
 /* Digits only, no sign, no overflow; then an optional suffix from `units`. */
@@ -336,13 +351,6 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                                               s->info.env, value);
                 _fallthrough_;
         case SET_STRING:
-        case SET_RESERVED:
-                /* a reserved setting accepted silently would promise what nothing does */
-                if (s->type == SET_RESERVED && value[0])
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
-                                              "%s: installing packages is not part of this build "
-                                              "(packages= accepts what the image already has)",
-                                              s->info.env);
                 if (strlen(value) >= s->size)
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                               "%s: longer than %zu characters", s->info.env,

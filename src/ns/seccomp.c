@@ -538,6 +538,6 @@ int hxs_seccomp_describe(FILE *f)
                    "space; Python and Node call it), `prctl`, `chmod`, `listen`, and the netlink protocols\n"
                    "of `AF_NETLINK` (the sandbox has no capabilities in its network namespace, and\n"
                    "`getaddrinfo` and interface listing need `NETLINK_ROUTE`). `sysinfo` is allowed and\n"
-                   "shows the host's load and memory (see the security model in the README).\n");
+                   "shows the host's load and memory (see the security model, docs/security.md).\n");
         return ferror(f) ? -EIO : 0;
 }

@@ -20,12 +20,21 @@
 #include <sys/epoll.h>
 
 #include "core/error.h"
-#include "server/json.h"
-#include "server/server.h"
+#include "server/admission.h"
+#include "server/call.h"
+#include "server/callers.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/records.h"
+#include "server/state.h"
 
 /* After the drain deadline's kill, how long executions get to report, and replies to be
  * flushed, before the process stops anyway. */
 #define EXIT_GRACE_MS 10000
+
+static void exec_ready(watch *w, uint32_t events);
+static void client_ready(watch *w, uint32_t events);
 
 /* Seconds a turned-away client should wait: the queue ahead of it, at the mean
  * execution time, spread over the slots. Whole seconds, at least 1. */
@@ -58,16 +67,10 @@ static void suspend(call *c)
          * EPOLLRDHUP only, so bytes of a pipelined next request do not wake us. */
         ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci)
-                r = loop_add(srv, &c->client_watch, ci->connect_fd, EPOLLRDHUP);
+                r = loop_add(srv->loop, &c->client_watch, ci->connect_fd, EPOLLRDHUP, client_ready);
         if (r < 0)
                 log_line("warning", "request %s: cannot watch the client socket: %s", c->id,
                          strerror(-r));
-}
-
-static void reply_later(call *c)
-{
-        c->state = CALL_REPLY;
-        call_resume(c);
 }
 
 static void reject_overloaded(call *c, reject_reason why)
@@ -105,6 +108,28 @@ static void reject_quota(call *c, unsigned wait_s, const char *msg)
         c->retry_after_s = wait_s;
 }
 
+/* The engine refused c or could not set its sandbox up (at the start, or after it:
+ * the engine only knows once it tried): counted, logged, and the error reply. */
+static void setup_failed(call *c, const hxs_error *err)
+{
+        hxs_server *srv = c->srv;
+        unsigned status = call_status_of(err);
+        const char *code = call_error_code_of(err);
+
+        if (status == 500)
+                metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
+        else
+                metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
+                                        status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+        call_set_engine_error(c, err, "the sandbox could not be set up");
+        log_call(c, NULL, status == 500 ? "setup_failed" : "rejected", code);
+        if (status == 500) {
+                metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
+                records_add(srv, c, NULL, "setup_failed", code);
+        }
+        c->logged = true;
+}
+
 /* Starts c's sandbox. On failure c holds the error reply and 0 < status. */
 static int start(call *c)
 {
@@ -115,7 +140,7 @@ static int start(call *c)
         metrics_queue_wait(&srv->m, c->started_ms - c->received_ms);
         int r = hxs_exec_start(srv->engine, c->req, &c->exec, &err);
         if (r >= 0) {
-                r = loop_add(srv, &c->exec_watch, hxs_exec_fd(c->exec), EPOLLIN);
+                r = loop_add(srv->loop, &c->exec_watch, hxs_exec_fd(c->exec), EPOLLIN, exec_ready);
                 if (r < 0) {
                         hxs_exec_free(c->exec);
                         c->exec = NULL;
@@ -124,22 +149,7 @@ static int start(call *c)
                 }
         }
         if (r < 0) {
-                unsigned status = http_status_of(&err);
-                if (status == 500)
-                        metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
-                else
-                        metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
-                                                status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
-                call_set_error(c, status,
-                               http_error_code_of(&err),
-                               err.message[0] ? err.message : "the sandbox could not be set up");
-                log_call(c, NULL, status == 500 ? "setup_failed" : "rejected",
-                         http_error_code_of(&err));
-                if (status == 500) {
-                        metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
-                        records_add(srv, c, NULL, "setup_failed", http_error_code_of(&err));
-                }
-                c->logged = true;
+                setup_failed(c, &err);
                 c->state = CALL_REPLY;
                 return r;
         }
@@ -251,7 +261,7 @@ static void drop_exec(call *c)
 {
         hxs_server *srv = c->srv;
 
-        loop_del(srv, &c->exec_watch);
+        loop_del(srv->loop, &c->exec_watch);
         hxs_exec_free(c->exec);
         c->exec = NULL;
         TAILQ_REMOVE(&srv->running, c, link);
@@ -270,21 +280,7 @@ static void finish(call *c)
         int r = hxs_exec_take_result(c->exec, &res, &err);
         drop_exec(c);
         if (r < 0) {
-                /* Setup failed after the start (the engine only knows once it tried). */
-                unsigned status = http_status_of(&err);
-                const char *code = http_error_code_of(&err);
-                if (status == 500)
-                        metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
-                else
-                        metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
-                                                status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
-                call_set_error(c, status, code,
-                               err.message[0] ? err.message : "the sandbox could not be set up");
-                log_call(c, NULL, status == 500 ? "setup_failed" : "rejected", code);
-                if (status == 500) {
-                        metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
-                        records_add(srv, c, NULL, "setup_failed", code);
-                }
+                setup_failed(c, &err);
         } else {
                 outcome o = outcome_of(&res);
                 metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
@@ -300,12 +296,15 @@ static void finish(call *c)
         }
         c->logged = true;
         hxs_result_clear(&res);
-        reply_later(c);
+        call_reply_ready(c);
         pump(srv);
 }
 
-void admission_exec_event(call *c)
+/* c->exec's fd is readable. */
+static void exec_ready(watch *w, uint32_t events)
 {
+        call *c = loop_owner(w, call, exec_watch);
+
         if (c->state != CALL_RUNNING || !c->exec)
                 return; /* an event of this round for an execution already dropped */
         (void)hxs_exec_process(c->exec);
@@ -313,8 +312,10 @@ void admission_exec_event(call *c)
                 finish(c);
 }
 
-void admission_client_event(call *c)
+/* The client's socket hung up. */
+static void client_ready(watch *w, uint32_t events)
 {
+        call *c = loop_owner(w, call, client_watch);
         hxs_server *srv = c->srv;
 
         if (c->state == CALL_QUEUED) {
@@ -343,7 +344,7 @@ void admission_forget(call *c)
 {
         hxs_server *srv = c->srv;
 
-        loop_del(srv, &c->client_watch);
+        loop_del(srv->loop, &c->client_watch);
         if (c->state == CALL_QUEUED) {
                 unqueue(c);
         } else if (c->state == CALL_RUNNING && c->exec) {
@@ -356,8 +357,10 @@ void admission_forget(call *c)
         pump(srv);
 }
 
-void admission_tick(hxs_server *srv, uint64_t now)
+/* Queue timeouts, the drain's kill, free slots. */
+static void tick(void *data, uint64_t now)
 {
+        hxs_server *srv = data;
         call *c;
 
         /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
@@ -377,7 +380,7 @@ void admission_tick(hxs_server *srv, uint64_t now)
                 } else {
                         reject_overloaded(c, REJECT_QUEUE_TIMEOUT);
                 }
-                reply_later(c);
+                call_reply_ready(c);
         }
 
         if (srv->draining && !srv->killed_on_drain && now >= srv->drain_deadline_ms) {
@@ -404,12 +407,13 @@ void admission_drain(hxs_server *srv)
         while ((c = TAILQ_FIRST(&srv->queue))) {
                 unqueue(c);
                 reject_draining(c);
-                reply_later(c);
+                call_reply_ready(c);
         }
 }
 
-uint64_t admission_next_deadline(hxs_server *srv)
+static uint64_t next_deadline(void *data)
 {
+        hxs_server *srv = data;
         uint64_t d = UINT64_MAX;
         call *c = TAILQ_FIRST(&srv->queue);
 
@@ -424,6 +428,12 @@ uint64_t admission_next_deadline(hxs_server *srv)
         return d;
 }
 
+void admission_setup(hxs_server *srv)
+{
+        srv->admission_hook = (loop_hook){ .next_deadline = next_deadline, .tick = tick, .data = srv };
+        loop_hook_add(srv->loop, &srv->admission_hook);
+}
+
 bool admission_drained(hxs_server *srv)
 {
         return srv->n_running == 0 && srv->n_queued == 0 && srv->n_held == 0;
@@ -436,7 +446,7 @@ void admission_abort_all(hxs_server *srv)
         while ((c = TAILQ_FIRST(&srv->queue))) {
                 unqueue(c);
                 reject_draining(c);
-                reply_later(c);
+                call_reply_ready(c);
         }
         while ((c = TAILQ_FIRST(&srv->running))) {
                 uint64_t ran = hxs_exec_elapsed_ms(c->exec);
@@ -446,6 +456,6 @@ void admission_abort_all(hxs_server *srv)
                 call_set_error(c, 503, "draining", "the service stopped before the execution ended");
                 log_call(c, NULL, "killed", "draining");
                 c->logged = true;
-                reply_later(c);
+                call_reply_ready(c);
         }
 }

@@ -26,7 +26,13 @@
 #include <sys/un.h>
 
 #include "core/error.h"
-#include "server/server.h"
+#include "server/auth.h"
+#include "server/call.h"
+#include "server/identity.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/state.h"
+#include "server/tls.h"
 
 #define XFCC "X-Forwarded-Client-Cert"
 

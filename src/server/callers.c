@@ -25,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server.h"
+#include "server/call.h"
+#include "server/callers.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/state.h"
 
 #define OTHER_LABEL "other"
 #define ANONYMOUS_LABEL "anonymous"

@@ -45,7 +45,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/server.h"
+#include "server/conn.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/state.h"
 
 #define ADDR_BUCKETS 1024u
 #define LINGER_IDLE_MS 5000u
@@ -55,6 +59,7 @@
 #define LINGER_CHUNK 65536
 
 typedef struct addr_node addr_node;
+typedef struct conn_watch conn_watch;
 
 struct conn_watch {
         struct conn_watch *prev, *next; /* every tracked connection */
@@ -80,11 +85,13 @@ struct addr_node {
 
 typedef struct lingerer {
         struct lingerer *prev, *next;
+        hxs_server *srv;
         watch w;
         uint64_t until, idle_until;
 } lingerer;
 
 struct conn_state {
+        loop_hook hook;                 /* deadlines: reading, handshakes, lingering, logging */
         conn_watch *all;
         uint32_t n_all;                 /* not cut */
         struct watch_list fresh;
@@ -96,12 +103,17 @@ struct conn_state {
         uint64_t unlogged[CONN_CUT_MAX];
 };
 
+static uint64_t next_deadline(void *data);
+static void reap_slow(void *data, uint64_t now);
+
 int conn_setup(hxs_server *srv)
 {
         srv->conns = calloc(1, sizeof(*srv->conns));
         if (!srv->conns)
                 return -ENOMEM;
         TAILQ_INIT(&srv->conns->fresh);
+        srv->conns->hook = (loop_hook){ .next_deadline = next_deadline, .tick = reap_slow, .data = srv };
+        loop_hook_add(srv->loop, &srv->conns->hook);
         return 0;
 }
 
@@ -362,6 +374,8 @@ void conn_linger(struct MHD_Connection *conn)
 
 /* ---- lingering close -------------------------------------------------------------- */
 
+static void linger_ready(watch *w, uint32_t events);
+
 static void linger_start(hxs_server *srv, int fd)
 {
         conn_state *cs = srv->conns;
@@ -373,8 +387,9 @@ static void linger_start(hxs_server *srv, int fd)
         if (!l)
                 return;
         int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        l->w = (watch){ .kind = WATCH_LINGER, .ptr = l, .fd = -1 };
-        if (dup < 0 || loop_add(srv, &l->w, dup, EPOLLIN | EPOLLRDHUP) < 0) {
+        l->srv = srv;
+        l->w.fd = -1;
+        if (dup < 0 || loop_add(srv->loop, &l->w, dup, EPOLLIN | EPOLLRDHUP, linger_ready) < 0) {
                 if (dup >= 0)
                         close(dup);
                 free(l);
@@ -396,7 +411,7 @@ static void linger_end(hxs_server *srv, lingerer *l)
         conn_state *cs = srv->conns;
         int fd = l->w.fd;
 
-        loop_del(srv, &l->w);
+        loop_del(srv->loop, &l->w);
         if (fd >= 0)
                 close(fd);
         if (l->prev)
@@ -409,10 +424,12 @@ static void linger_end(hxs_server *srv, lingerer *l)
         free(l);
 }
 
-void conn_linger_event(hxs_server *srv, void *ptr)
+/* The client sent more, or closed: drop what it sent. */
+static void linger_ready(watch *w, uint32_t events)
 {
         static char sink[LINGER_CHUNK];
-        lingerer *l = ptr;
+        lingerer *l = loop_owner(w, lingerer, w);
+        hxs_server *srv = l->srv;
 
         for (int i = 0; i < LINGER_READS; i++) {
                 ssize_t n = read(l->w.fd, sink, sizeof(sink));
@@ -429,8 +446,9 @@ void conn_linger_event(hxs_server *srv, void *ptr)
 
 /* ---- deadlines -------------------------------------------------------------------- */
 
-uint64_t conn_next_deadline(const hxs_server *srv)
+static uint64_t next_deadline(void *data)
 {
+        const hxs_server *srv = data;
         const conn_state *cs = srv->conns;
         uint64_t next = UINT64_MAX;
 
@@ -461,8 +479,9 @@ static const char *const cut_text[CONN_CUT_MAX] = {
         [CONN_CUT_REQUEST] = "closed: no whole request within the request-read deadline",
 };
 
-void conn_reap_slow(hxs_server *srv, uint64_t now)
+static void reap_slow(void *data, uint64_t now)
 {
+        hxs_server *srv = data;
         conn_state *cs = srv->conns;
         conn_watch *w;
 

@@ -28,9 +28,18 @@
 #include <sys/random.h>
 
 #include "core/error.h"
-#include "engine/request.h"
-#include "server/json.h"
-#include "server/server.h"
+#include "engine/json.h"
+#include "server/admission.h"
+#include "server/auth.h"
+#include "server/call.h"
+#include "server/conn.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/records.h"
+#include "server/runtimes.h"
+#include "server/state.h"
 
 /* A chunked body past MAX_BODY_BYTES is read and dropped up to this many times that,
  * and at least DISCARD_MIN bytes (then the connection is closed without a reply). */
@@ -95,29 +104,6 @@ static bool is_json_type(const char *ct)
         while (*ct == ' ' || *ct == '\t')
                 ct++;
         return *ct == '\0' || *ct == ';';
-}
-
-void call_set_error(call *c, unsigned status, const char *code, const char *message)
-{
-        json_t *o = json_pack("{s:{s:s,s:o*}}", "error", "code", code, "message",
-                              hxs_json_string_lossy(message, strlen(message)));
-        free(c->reply);
-        c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        c->reply_len = c->reply ? strlen(c->reply) : 0;
-        c->status = status;
-        c->error_code = code;
-        json_decref(o);
-}
-
-void call_resume(call *c)
-{
-        hxs_server *srv = c->srv;
-
-        loop_del(srv, &c->client_watch);
-        if (c->suspended) {
-                c->suspended = false;
-                MHD_resume_connection(c->conn);
-        }
 }
 
 static enum MHD_Result send_reply(call *c)
@@ -286,8 +272,8 @@ static call *call_new(hxs_server *srv, struct MHD_Connection *conn, const char *
         c->conn = conn;
         c->route = route_of(url);
         c->state = CALL_READING;
-        c->exec_watch = (watch){ .kind = WATCH_EXEC, .ptr = c, .fd = -1 };
-        c->client_watch = (watch){ .kind = WATCH_CLIENT, .ptr = c, .fd = -1 };
+        c->exec_watch.fd = -1;
+        c->client_watch.fd = -1;
         new_request_id(c->id);
         return c;
 }
@@ -444,34 +430,6 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
         return MHD_YES;
 }
 
-const char *http_error_code_of(const hxs_error *err)
-{
-        switch (http_status_of(err)) {
-        case 400: return "invalid_request";
-        case 413: return "too_large";
-        case 422: return "not_found";
-        default: break;
-        }
-        /* sandbox_setup_failed, unsupported or internal; an unset kind is internal */
-        return err->kind == HXS_ERR_NONE ? "internal" : hxs_error_kind_name(err->kind);
-}
-
-unsigned http_status_of(const hxs_error *err)
-{
-        switch (err->kind) {
-        case HXS_ERR_INVALID: return 400;
-        case HXS_ERR_TOO_LARGE: return 413;
-        case HXS_ERR_NOT_FOUND: return 422;
-        case HXS_ERR_NONE:
-        case HXS_ERR_UNSUPPORTED:
-        case HXS_ERR_SETUP:
-        case HXS_ERR_INTERNAL:
-        case HXS_ERR_KIND_MAX:
-        default:
-                return 500;
-        }
-}
-
 /* The body is complete: parse it and hand the execution to admission. */
 static enum MHD_Result on_complete(call *c)
 {
@@ -489,17 +447,15 @@ static enum MHD_Result on_complete(call *c)
         free(c->body);
         c->body = NULL;
         if (r < 0) {
-                unsigned status = http_status_of(&err);
-                metrics_reject(&srv->m, status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
-                call_set_error(c, status, http_error_code_of(&err),
-                               err.message);
+                metrics_reject(&srv->m, call_status_of(&err) == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+                call_set_engine_error(c, &err, "");
                 return send_reply(c);
         }
         c->parsed = true;
         c->language = hxs_request_language(c->req);
         c->timeout_s = hxs_request_timeout_s(c->req);
         c->memory_mb = hxs_request_memory_mb(c->req);
-        c->code_bytes = c->req->code_len;
+        c->code_bytes = hxs_request_code_len(c->req);
         c->received_ms = now_ms();
 
         admission_submit(c);

@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "server/server.h"
+#include "server/listen.h"
+#include "server/state.h"
 
 #define LISTEN_BACKLOG 512
 

@@ -10,8 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/json.h"
-#include "server/server.h"
+#include "engine/json.h"
+#include "server/call.h"
+#include "server/log.h"
 
 static void timestamp(char *buf, size_t cap)
 {

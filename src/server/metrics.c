@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server.h"
+#include "server/conn.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/state.h"
 
 static const char *const outcome_names[OUTCOME_MAX] = {
         [OUTCOME_OK] = "ok",

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server.h"
+#include "server/call.h"
+#include "server/records.h"
+#include "server/state.h"
 
 int records_setup(hxs_server *srv)
 {

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json.h"
-#include "server/server.h"
+#include "engine/json.h"
+#include "server/call.h"
+#include "server/runtimes.h"
+#include "server/state.h"
 
 /* A version, or null when the root lacks it (or has no metadata to say). The root's
  * metadata is text the engine did not write: kept lossless only when it is UTF-8. */

@@ -48,7 +48,9 @@
 #include "core/error.h"
 #include "core/macro.h"
 #include "server/identity.h"
-#include "server/server.h"
+#include "server/log.h"
+#include "server/state.h"
+#include "server/tls.h"
 
 /* PEM files larger than this are not certificates we want. */
 #define PEM_MAX ((size_t)1 << 20)

@@ -50,9 +50,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/json.h"
 #include "engine/request.h"
-#include "server/json.h"
-#include "server/server.h"
+#include "server/admission.h"
+#include "server/call.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/state.h"
 #include "fuzz.h"
 
 
@@ -329,13 +334,14 @@ uint64_t now_ms(void)
         return t += 7;
 }
 
-int loop_add(hxs_server *srv, watch *w, int fd, uint32_t events)
+int loop_add(loop *l, watch *w, int fd, uint32_t events, watch_ready_fn ready)
 {
         w->fd = fd;
+        w->ready = ready;
         return 0;
 }
 
-void loop_del(hxs_server *srv, watch *w)
+void loop_del(loop *l, watch *w)
 {
         w->fd = -1;
 }
@@ -534,7 +540,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         srv.cfg.max_concurrent = 2;
         TAILQ_INIT(&srv.queue);
         TAILQ_INIT(&srv.running);
-        srv.listen_fd = srv.epfd = srv.sigfd = srv.timerfd = -1;
+        srv.listen_fd = srv.sigfd = -1;
 
         /* Request line. */
         const char *nl = memchr(in, '\n', size);

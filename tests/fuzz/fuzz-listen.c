@@ -32,7 +32,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/server.h"
+#include "server/listen.h"
+#include "server/state.h"
 #include "fuzz.h"
 
 

@@ -26,6 +26,9 @@ CONTRACT_SETTINGS = ["MAX_EXECUTION_TIME", "MAX_MEMORY_MB", "LISTEN_ADDRESS", "F
                      "MAX_QUEUE", "QUEUE_TIMEOUT", "MAX_BODY_BYTES", "DRAIN_TIMEOUT", "MAX_CONNECTIONS"]
 
 
+CONFIGURATION_MD = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
 def serve(args, env=None, timeout=30):
     full = dict(os.environ)
     full.update(env or {})
@@ -145,10 +148,32 @@ def test_help_prints_every_setting():
     assert len(names) == len(set(names)) and len(names) >= len(CONTRACT_SETTINGS)
     assert any(row.split()[0] == "MAX_EXECUTION_TIME" and "30s" in row for row in rows)
     assert any(row.split()[0] == "LISTEN_ADDRESS" and "127.0.0.1:8080" in row for row in rows)
-    # the README's configuration table is the same list
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    missing = [n for n in names if "| `%s` |" % n not in readme]
-    assert not missing, "README.md's configuration table lacks %s" % missing
+    # docs/configuration.md's table is the same list (the test docs/configuration checks
+    # that the file is what `settings --markdown` prints)
+    doc = CONFIGURATION_MD.read_text()
+    missing = [n for n in names if "| `%s` |" % n not in doc]
+    assert not missing, "docs/configuration.md's table lacks %s" % missing
+
+
+def _documented_rows():
+    """The rows of docs/configuration.md's table, as every --help prints them."""
+    cells = []
+    for line in CONFIGURATION_MD.read_text().splitlines():
+        if line.startswith("| `"):
+            cells.append([c.strip() for c in line.strip("|").split("|")])
+    assert cells, "docs/configuration.md has no settings table"
+    width = max(len(c[0].strip("`")) for c in cells)
+    return ["  %-*s  %s (default: %s; %s)" % (width, env.strip("`"), meaning, default.strip("`"), accepts)
+            for env, default, accepts, meaning in cells]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["settings"]])
+def test_help_rows_are_the_documented_rows(args):
+    """Every row, whole: variable, help, default and what it accepts, in table order."""
+    r = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("  ") and "(default:" in line]
+    assert rows == _documented_rows()
 
 
 @pytest.mark.parametrize("env,args,needle", [

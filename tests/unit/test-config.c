@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The settings table: defaults, every parser, bounds, and messages naming the setting. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,8 +200,36 @@ static void test_table(void **state)
                 assert_non_null(s->env);
                 assert_non_null(s->help);
                 assert_true(strlen(s->help) > 10);
+                /* one line, and one cell of docs/configuration.md's table */
+                assert_null(strpbrk(s->help, "\n|"));
+                hxs_setting_range r;
+                assert_int_equal(hxs_settings_range(i, &r), 0);
+                assert_true(r.kind < HXS_SETTING_KIND_MAX);
+                assert_true(r.min <= r.max);
         }
         assert_null(hxs_settings_get(hxs_settings_count()));
+        hxs_setting_range r = { .kind = HXS_SETTING_TEXT, .min = 7, .max = 7 };
+        assert_int_equal(hxs_settings_range(hxs_settings_count(), &r), -ENOENT);
+        assert_int_equal(r.min, 7);
+        /* the bounds are the table's, in the kind's unit */
+        for (size_t i = 0; i < hxs_settings_count(); i++) {
+                const char *env = hxs_settings_get(i)->env;
+                assert_int_equal(hxs_settings_range(i, &r), 0);
+                if (strcmp(env, "MAX_EXECUTION_TIME") == 0) {
+                        assert_int_equal(r.kind, HXS_SETTING_DURATION);
+                        assert_int_equal(r.min, 1);
+                        assert_int_equal(r.max, 24 * 3600);
+                } else if (strcmp(env, "MAX_BODY_BYTES") == 0) {
+                        assert_int_equal(r.kind, HXS_SETTING_BYTES);
+                        assert_int_equal(r.min, 1024);
+                        assert_int_equal(r.max, 1024u << 20);
+                } else if (strcmp(env, "SANDBOX_CPUS") == 0) {
+                        assert_int_equal(r.kind, HXS_SETTING_CORES);
+                        assert_int_equal(r.min, 10);
+                } else if (strcmp(env, "SANDBOX_WARM") == 0) {
+                        assert_int_equal(r.kind, HXS_SETTING_SWITCH);
+                }
+        }
 }
 
 int main(void)

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Who is calling and may they (auth.c): mTLS, a trusted proxy's header, AUTH_ALLOW. */
+#pragma once
+
+#include "hexr-sandbox/sandbox.h"
+#include "server/call.h"
+
+struct hxs_server;
+
+int auth_setup(struct hxs_server *srv, hxs_error *err);        /* AUTH_ALLOW, TRUSTED_PROXIES */
+void auth_cleanup(struct hxs_server *srv);
+/* Who calls, into c->caller, and may they: 0, or -EACCES with a 403 prepared in c. */
+int auth_check(call *c);
+/* After auth_check: may c's caller read /metrics (METRICS_ALLOW)? Same answer. */
+int auth_check_metrics(call *c);

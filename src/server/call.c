@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One request's life, as both http.c (which reads it and sends its reply) and
+ * admission.c (which queues and runs it) see it: its error reply, an engine error as an
+ * HTTP status and code, and resuming the suspended connection once the reply is ready.
+ * Neither module calls the other back: both call these.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "engine/json.h"
+#include "server/call.h"
+#include "server/loop.h"
+#include "server/state.h"
+
+void call_set_error(call *c, unsigned status, const char *code, const char *message)
+{
+        json_t *o = json_pack("{s:{s:s,s:o*}}", "error", "code", code, "message",
+                              hxs_json_string_lossy(message, strlen(message)));
+        free(c->reply);
+        c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        c->reply_len = c->reply ? strlen(c->reply) : 0;
+        c->status = status;
+        c->error_code = code;
+        json_decref(o);
+}
+
+unsigned call_status_of(const hxs_error *err)
+{
+        switch (err->kind) {
+        case HXS_ERR_INVALID: return 400;
+        case HXS_ERR_TOO_LARGE: return 413;
+        case HXS_ERR_NOT_FOUND: return 422;
+        case HXS_ERR_NONE:
+        case HXS_ERR_UNSUPPORTED:
+        case HXS_ERR_SETUP:
+        case HXS_ERR_INTERNAL:
+        case HXS_ERR_KIND_MAX:
+        default:
+                return 500;
+        }
+}
+
+const char *call_error_code_of(const hxs_error *err)
+{
+        switch (call_status_of(err)) {
+        case 400: return "invalid_request";
+        case 413: return "too_large";
+        case 422: return "not_found";
+        default: break;
+        }
+        /* sandbox_setup_failed, unsupported or internal; an unset kind is internal */
+        return err->kind == HXS_ERR_NONE ? "internal" : hxs_error_kind_name(err->kind);
+}
+
+void call_set_engine_error(call *c, const hxs_error *err, const char *fallback)
+{
+        call_set_error(c, call_status_of(err), call_error_code_of(err),
+                       err->message[0] ? err->message : fallback);
+}
+
+void call_resume(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        loop_del(srv->loop, &c->client_watch);
+        if (c->suspended) {
+                c->suspended = false;
+                MHD_resume_connection(c->conn);
+        }
+}
+
+void call_reply_ready(call *c)
+{
+        c->state = CALL_REPLY;
+        call_resume(c);
+}

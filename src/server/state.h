@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The state the service's modules share: its settings, the engine, the loop's fds,
+ * admission's queues, drain, and a pointer to the state each module keeps to itself
+ * (conn.c, tls.c). Each module declares its own functions in its own header:
+ *
+ *   serve.c     the server's public face (serve.h): new, run, free
+ *   listen.c    LISTEN_ADDRESS to a listening socket (TCP or unix)
+ *   loop.c      the one epoll loop: fds, one timer, callbacks; nothing of the service
+ *   call.c      one request's life: its error reply, its resume, engine errors as HTTP
+ *   http.c      MHD access handler, routing, bodies, responses
+ *   admission.c slots, the FIFO queue, executions and their end (result, kill, drain)
+ *   metrics.c   counters and the Prometheus text
+ *   log.c       one JSON line per execution
+ *   tls.c       TLS/mTLS credentials, trust bundles per trust domain, their reload, a
+ *               client certificate's SPIFFE ID (its own or one a proxy forwarded)
+ *   identity.c  SPIFFE ID syntax, X-Forwarded-Client-Cert, AUTH_ALLOW, TRUSTED_PROXIES,
+ *               SPIFFE_TRUST_BUNDLES, which trust domain a CA belongs to
+ *   conn.c      connections: per-address limit, deadlines, slots kept for connections
+ *               that got as far as a request, lingering close
+ *   auth.c      who is calling (mTLS or a trusted proxy's header) and may they
+ *   callers.c   per-caller state: quotas, fair queue, metrics labels
+ *   records.c   the recent executions behind GET /api/v1/executions/{id}
+ *   runtimes.c  GET /api/v1/runtimes: languages, versions, packages
+ *
+ * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without
+ * an internal thread) and calls back into http.c from MHD_run only.
+ */
+#pragma once
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hexr-sandbox/sandbox.h"
+#include "server/call.h"
+#include "server/callers.h"
+#include "server/conn.h"
+#include "server/identity.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/records.h"
+#include "server/tls.h"
+
+typedef struct hxs_server {
+        hxs_config cfg;
+        hxs_engine *engine;
+        struct MHD_Daemon *mhd;
+
+        loop *loop;
+        int sigfd;
+        watch sig_watch, mhd_watch;
+        loop_hook admission_hook, mhd_hook;
+
+        /* listening */
+        int listen_fd;                  /* handed to MHD, which closes it */
+        char unix_path[108];            /* socket file to remove on exit, "" if TCP */
+        char listen_text[300];          /* what we print: 127.0.0.1:8080, unix:/x */
+
+        /* identity */
+        tls_state *tls;                 /* NULL: plain HTTP */
+        bool identity_on;               /* mTLS or trusted proxies: callers have IDs */
+        allowlist allow;
+        allowlist metrics_allow;        /* METRICS_ALLOW; empty: as AUTH_ALLOW */
+        proxy_list proxies;
+
+        /* callers (callers.c) and recent executions (records.c) */
+        struct caller_list callers;
+        struct caller_list rr;
+        uint32_t n_callers;
+        exec_record *records;
+        uint32_t n_records, next_record;
+
+        /* open connections: limits, deadlines, lingering closes (conn.c) */
+        conn_state *conns;
+        uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER in effect (0: none) */
+
+        /* admission */
+        struct call_list queue;         /* CALL_QUEUED in arrival order (timeouts);
+                                         * served round-robin by caller (callers.c) */
+        struct call_list running;       /* CALL_RUNNING */
+        uint32_t n_queued, n_running;
+        uint32_t n_held;                /* suspended or resumed, not yet completed */
+
+        /* stopping */
+        bool draining;
+        bool killed_on_drain;
+        uint64_t drain_deadline_ms;     /* then running executions are killed */
+        uint64_t exit_deadline_ms;      /* then we stop whatever is left */
+        bool closing_on_purpose;        /* the handler returned MHD_NO to close: MHD's
+                                         * "internal error" log line is expected */
+
+        /* /health caches the engine check for a second */
+        uint64_t health_checked_ms;
+        int health_r;
+        char health_message[400];
+
+        metrics m;
+} hxs_server;

@@ -75,16 +75,11 @@ static void on_signals(watch *w, uint32_t events)
                                 srv->drain_deadline_ms = now_ms();
                         }
                         break;
-                case SIGHUP: {
+                case SIGHUP:
                         /* Certificates rotate (short-lived SVIDs); other settings are
-                         * read once, at start. A bad new file keeps the old ones. */
-                        char msg[512];
-                        if (tls_reload(srv, msg, sizeof(msg)) < 0)
-                                log_line("reload", "SIGHUP: keeping the current certificates: %s", msg);
-                        else
-                                log_line("reload", "SIGHUP: %s; other settings are read once, at start", msg);
+                         * read once, at start. */
+                        tls_reload(srv);
                         break;
-                }
                 default:
                         break;
                 }

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "engine/json.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 #include "fuzz.h"
 

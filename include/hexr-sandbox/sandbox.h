@@ -220,6 +220,7 @@ HXS_API int hxs_request_add_package(hxs_request *req, const char *requirement);
 HXS_API hxs_language hxs_request_language(const hxs_request *req);
 HXS_API uint32_t hxs_request_timeout_s(const hxs_request *req);   /* after defaults */
 HXS_API uint32_t hxs_request_memory_mb(const hxs_request *req);   /* after defaults */
+HXS_API size_t hxs_request_code_len(const hxs_request *req);      /* bytes of code */
 
 /* Applies defaults and checks every rule against cfg. On failure: -EINVAL (or -E2BIG
  * for a size limit) and err names the field, e.g.
@@ -367,6 +368,28 @@ HXS_API void hxs_exec_free(hxs_exec *exec);
 
 /* Synchronous convenience: start, wait, take the result. */
 HXS_API int hxs_run(hxs_engine *engine, const hxs_request *req, hxs_result *ret, hxs_error *err);
+
+/* ---- JSON: the API's request and result objects ------------------------------- */
+
+/* Parses a request body and validates it against cfg (hxs_request_validate).
+ *
+ * Strict: the top level must be an object; duplicate keys, unknown fields, trailing
+ * garbage and invalid UTF-8 are rejected; "code" and "stdin" may contain U+0000,
+ * nothing else may. Optional fields may be null (= not given).
+ *
+ * Returns 0 and a new request in *ret (the caller frees it with hxs_request_free), or
+ * a negative errno with err filled: kind HXS_ERR_INVALID (400) and a message that
+ * names the field, e.g. "timeout: must be an integer number of seconds". *ret is
+ * written only on success. */
+HXS_API int hxs_request_from_json(const char *body, size_t len, const hxs_config *cfg,
+                                  hxs_request **ret, hxs_error *err);
+
+/* The result object the API returns, as compact JSON text: stdout, stderr, exit_code,
+ * execution_time_ms, memory_used_mb, timed_out, oom_killed, signal (null when 0),
+ * stdout_truncated, stderr_truncated, id (left out when id is NULL). Output is bytes:
+ * invalid UTF-8 is replaced with U+FFFD so the JSON is always valid. Sets *ret_len;
+ * NULL on allocation failure; the caller frees it. */
+HXS_API char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len);
 
 /* ---- host probe (doctor) ------------------------------------------------------ */
 

@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "engine/hostcheck.h"
-#include "engine/pkgcache.h"
+#include "pkg/pkgcache.h"
 #include "hexr-sandbox/sandbox.h"
 
 int hxs_cli_doctor(int argc, char **argv)

@@ -20,7 +20,6 @@
 #include "cli/cli.h"
 #include "core/macro.h"
 #include "hexr-sandbox/sandbox.h"
-#include "server/json.h"
 
 static void hxs_request_freep(hxs_request **p) { hxs_request_free(*p); }
 

@@ -5,7 +5,6 @@
 
 #include "cli/cli.h"
 #include "hexr-sandbox/sandbox.h"
-#include "server/serve.h"
 
 static const struct {
         const char *name;

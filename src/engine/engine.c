@@ -10,11 +10,9 @@
 
 #include "core/dircheck.h"
 #include "core/error.h"
+#include "core/uids.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
-#include "ns/ns.h"
-#include "ns/template.h"
-#include "vm/vm.h"
 
 #ifndef HXS_VERSION
 #define HXS_VERSION "0.0.0"
@@ -25,115 +23,80 @@ const char *hxs_version(void)
         return HXS_VERSION;
 }
 
-/* Which backend a setting resolves to on this host. auto takes the stronger boundary
- * when it is ready to use (KVM, QEMU and a built guest image), else namespaces; it
- * never picks TCG, which is far slower. */
-static void pick_backend(hxs_engine *e)
+/* Everything a half-built engine holds goes; NULL is fine. */
+static void engine_free(hxs_engine *e)
 {
-        const hxs_config *cfg = &e->cfg;
-        switch (cfg->backend) {
-        case HXS_BACKEND_QEMU:
-                e->kind = HXS_BACKEND_QEMU;
-                e->ops = &hxs_qemu_backend;
+        if (!e)
                 return;
-        case HXS_BACKEND_FIRECRACKER:
-                e->kind = HXS_BACKEND_FIRECRACKER;
-                e->ops = &hxs_firecracker_backend;
-                return;
-        case HXS_BACKEND_NAMESPACES:
-        case HXS_BACKEND_MAX:
-                break;
-        case HXS_BACKEND_AUTO: {
-                char why[160];
-                vm_host h;
-                hxs_error err;
-                hxs_config kvm_cfg = *cfg;
-                kvm_cfg.vm_accel = HXS_VM_ACCEL_KVM;
-                if (!vm_kvm_usable(why, sizeof(why))) {
-                        snprintf(e->backend_note, sizeof(e->backend_note), "auto: namespaces (%s)", why);
-                } else if (vm_host_init(&h, &kvm_cfg, HXS_BACKEND_QEMU, &err) < 0) {
-                        snprintf(e->backend_note, sizeof(e->backend_note), "auto: namespaces (%s)",
-                                 err.message);
-                } else {
-                        snprintf(e->backend_note, sizeof(e->backend_note), "auto: qemu with KVM");
-                        e->cfg.vm_accel = HXS_VM_ACCEL_KVM;
-                        e->kind = HXS_BACKEND_QEMU;
-                        e->ops = &hxs_qemu_backend;
-                        return;
-                }
-                break;
-        }
-        }
-        e->kind = HXS_BACKEND_NAMESPACES;
-        e->ops = &hxs_ns_backend;
+        cg_graveyard_bury(&e->graveyard, true);
+        if (e->ops)
+                e->ops->fini(e->state);
+        pkgcache_fini(&e->pkgcache);
+        hxs_pkg_index_free(&e->pkgs);
+        free(e);
+}
+
+static void engine_freep(hxs_engine **e) { engine_free(*e); }
+
+/* The host uids every backend runs things as must be nobody else's; what the engine
+ * keeps in STATE_DIR (the templates' module, the roots' mount point) must be
+ * changeable by root only: from now on its resolved path is used. */
+static int claim_host(hxs_engine *e, hxs_error *err)
+{
+        hxs_uid_range ranges[HOST_UID_RANGES];
+        int r = hxs_uid_ranges_check(ranges, host_uid_ranges(&e->cfg, ranges), NULL, err);
+        if (r < 0)
+                return r;
+        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST)
+                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
+                                      e->cfg.state_dir, strerror(errno));
+        char resolved[sizeof(e->cfg.state_dir)];
+        r = dir_check_private(e->cfg.state_dir, "STATE_DIR", resolved, sizeof(resolved), err);
+        if (r < 0)
+                return r;
+        memcpy(e->cfg.state_dir, resolved, sizeof(resolved));
+        return 0;
 }
 
 int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
 {
-        hxs_engine *e = calloc(1, sizeof(*e));
+        _cleanup_(engine_freep) hxs_engine *e = calloc(1, sizeof(*e));
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
-        /* the host uids every backend runs things as must be nobody else's */
-        hxs_uid_range ranges[NS_UID_RANGES];
-        int r = hxs_uid_ranges_check(ranges, ns_uid_ranges(cfg, ranges), NULL, err);
-        if (r < 0) {
-                free(e);
+        int r = claim_host(e, err);
+        if (r < 0)
                 return r;
-        }
-        /* what the engine keeps there (the templates' module, the roots' mount point)
-         * must be changeable by root only; from now on its resolved path is used */
-        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST) {
-                r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
-                                   e->cfg.state_dir, strerror(errno));
-                free(e);
+        const backend_entry *b = backend_pick(&e->cfg, e->backend_note, sizeof(e->backend_note));
+        /* cgroups are host-wide: one layout, whichever backend; leftovers of dead
+         * engines go now */
+        r = cg_layout_init(&e->cg, err);
+        if (r < 0)
                 return r;
-        }
-        r = dir_check_private(cfg->state_dir, "STATE_DIR", e->cfg.state_dir, sizeof(e->cfg.state_dir), err);
-        if (r < 0) {
-                free(e);
+        (void)cg_sweep(&e->cg);
+        e->kind = b->kind;
+        e->env = (backend_env){ .cfg = &e->cfg, .kind = b->kind, .cg = &e->cg, .graveyard = &e->graveyard,
+                                .runtimes = &e->runtimes };
+        e->ops = b->ops;
+        r = e->ops->init(&e->env, &e->state, err);
+        if (r < 0)
                 return r;
-        }
-        pick_backend(e);
-        r = e->ops->init(e, err);
-        if (r < 0) {
-                e->ops->fini(e);
-                free(e);
-                return r;
-        }
         r = hxs_runtime_info_load(&e->cfg, e->kind, &e->runtimes, err);
-        if (r < 0) {
-                e->ops->fini(e);
-                free(e);
+        if (r < 0)
                 return r;
-        }
         r = hxs_pkg_index_load(&e->pkgs, cfg->rootfs);
-        if (r < 0) {
-                e->ops->fini(e);
-                free(e);
+        if (r < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
-        }
-        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, e->kind == HXS_BACKEND_NAMESPACES, err);
-        if (r < 0) {
-                pkgcache_fini(&e->pkgcache);
-                hxs_pkg_index_free(&e->pkgs);
-                e->ops->fini(e);
-                free(e);
+        r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, e->ops->features & BACKEND_INSTALLS_PACKAGES, err);
+        if (r < 0)
                 return r;
-        }
-        *ret = e;
+        *ret = TAKE_PTR(e);
         return 0;
 }
 
 void hxs_engine_free(hxs_engine *e)
 {
-        if (!e)
-                return;
-        hxs_engine_bury(e, true);
-        e->ops->fini(e);
-        pkgcache_fini(&e->pkgcache);
-        hxs_pkg_index_free(&e->pkgs);
-        free(e);
+        engine_free(e);
 }
 
 const hxs_config *hxs_engine_config(const hxs_engine *e) { return &e->cfg; }
@@ -142,42 +105,12 @@ const char *hxs_engine_backend_name(const hxs_engine *e) { return e->ops->name; 
 void hxs_engine_stats_get(hxs_engine *e, hxs_engine_stats *ret)
 {
         memset(ret, 0, sizeof(*ret));
-        ret->warm_enabled = e->templates != NULL;
-        templates_state(e->templates, &ret->templates_ready, &ret->templates_total, &ret->template_restarts);
-        snprintf(ret->warm_error, sizeof(ret->warm_error), "%s", e->template_error);
-        hxs_vm_stats(e, ret);
+        e->ops->stats(e->state, ret);
 }
 
 int hxs_engine_check(hxs_engine *e, hxs_error *err)
 {
-        return e->ops->check(e, err);
-}
-
-void hxs_engine_defer_cgroup(hxs_engine *e, const cg_exec *c)
-{
-        if (e->n_graveyard < HXS_GRAVEYARD_MAX) {
-                e->graveyard[e->n_graveyard++] = *c;
-                return;
-        }
-        /* full: wait for this one now rather than forget it */
-        cg_exec tmp = *c;
-        for (int i = 0; i < 200 && cg_exec_remove(&tmp) == -EBUSY; i++)
-                usleep(5000);
-}
-
-void hxs_engine_bury(hxs_engine *e, bool wait)
-{
-        for (int round = 0; round < (wait ? 400 : 1) && e->n_graveyard > 0; round++) {
-                size_t kept = 0;
-                for (size_t i = 0; i < e->n_graveyard; i++) {
-                        cg_exec_kill(&e->graveyard[i]);
-                        if (cg_exec_remove(&e->graveyard[i]) < 0)
-                                e->graveyard[kept++] = e->graveyard[i];
-                }
-                e->n_graveyard = kept;
-                if (kept && wait)
-                        usleep(5000);
-        }
+        return e->ops->check(e->state, err);
 }
 
 /* ---- executions ------------------------------------------------------------------ */
@@ -192,8 +125,6 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         }
         x->engine = e;
         x->req = req;
-        x->pidfd = x->sync_fd = x->report_fd = x->stdout_fd = x->stderr_fd = x->stdin_fd = x->timer_fd = -1;
-        x->warm_slot = -1;
         x->pkg.lock_fd = -1;
         x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = x->commit_timer_fd = -1;
         capbuf_init(&x->fetch_log, 64 << 10);
@@ -228,7 +159,7 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
         r = hxs_pkg_check(&e->pkgs, x->req, err);
         if (r == 0 && x->req->n_packages > 0)
                 x->packages = HXS_PACKAGES_IMAGE;
-        if (r == -ENOENT && e->pkgcache.enabled && e->kind != HXS_BACKEND_NAMESPACES) {
+        if (r == -ENOENT && e->pkgcache.enabled && !(e->ops->features & BACKEND_INSTALLS_PACKAGES)) {
                 /* the install step and the package mount are the namespace backend's: a
                  * microVM runs what its image has */
                 const char *q = strchr(err->message, '"'), *q2 = q ? strchr(q + 1, '"') : NULL;
@@ -249,13 +180,22 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                 }
         }
         if (r == 0)
-                r = e->ops->start(e, x, err);
+                r = exec_backend_start(x, err);
         if (r < 0) {
                 hxs_exec_free(x);
                 return r;
         }
         *ret = x;
         return 0;
+}
+
+int exec_backend_start(hxs_exec *x, hxs_error *err)
+{
+        hxs_engine *e = x->engine;
+        x->priv = calloc(1, e->ops->exec_size ? e->ops->exec_size : 1);
+        if (!x->priv)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        return e->ops->start(e->state, x, err);
 }
 
 int hxs_exec_fd(const hxs_exec *x) { return x->epfd; }
@@ -311,7 +251,9 @@ void hxs_exec_free(hxs_exec *x)
         if (!x)
                 return;
         pkg_abandon(x);
-        x->engine->ops->release(x);
+        if (x->priv)
+                x->engine->ops->release(x);
+        free(x->priv);
         pkg_use_release(&x->pkg);
         if (x->epfd >= 0)
                 close(x->epfd);

@@ -1,33 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One execution, as the engine and its backends see it. */
+/* One execution, as the engine and its backends see it. What only one backend needs
+ * lives in that backend's own state, at priv (backend.h). */
 #pragma once
 
 #include <stdbool.h>
 #include <time.h>
 
 #include "core/capbuf.h"
-#include "engine/engine.h"
-#include "engine/pkgcache.h"
+#include "pkg/pkgcache.h"
+#include "engine/request.h"
+#include "core/cgroup.h"
 
 struct hxs_exec {
         hxs_engine *engine;
         hxs_request *req;               /* owned copy */
         int epfd;                       /* everything below that can wake us */
         struct timespec started;
-        /* namespace backend */
-        pid_t pid;
-        int pidfd, sync_fd, report_fd, stdout_fd, stderr_fd, stdin_fd, timer_fd;
-        size_t stdin_off;
-        char report[512];
-        size_t report_len;
-        char **envp;
-        cg_exec cg;
-        bool have_cg;
-        bool warm;
-        uid_t owner_uid;                /* owner of its user namespace it holds (ns/owners.h), 0: none */
-        int warm_slot;                  /* the warm slot it holds, -1: none (cold) */
-        /* microVM backends */
-        struct vm_exec *vm;
+        void *priv;                     /* the backend's, once started on it (backend.h) */
         /* packages=: host directories the sandbox gets ("" = none) */
         char pkgs_dir[512];             /* an installed set, read-only at /opt/packages */
         char wheelhouse_dir[256];       /* installer only: read-only at /wheelhouse */
@@ -51,13 +40,15 @@ struct hxs_exec {
         hxs_packages_source packages;
         /* progress */
         capbuf out, err;
-        bool reaped, timed_out, killed, draining, drain_expired, done, setup_failed, taken;
+        bool timed_out, killed, done, setup_failed, taken;
         hxs_error setup_error;
         hxs_result result;
 };
 
 /* An execution of an owned request (freed on failure), not started. */
 int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err);
+/* Starts x on the engine's backend (its private state allocated first). */
+int exec_backend_start(hxs_exec *x, hxs_error *err);
 
 /* Whether x is still in its install step (downloading, installing or committing). */
 static inline bool pkg_busy(const hxs_exec *x)
@@ -65,7 +56,7 @@ static inline bool pkg_busy(const hxs_exec *x)
         return x->installer || x->fetching || x->commit;
 }
 
-/* packages= (pkg-install.c): a cached set for x, or its install step started. */
+/* packages= (pkg/pkg-step.c): a cached set for x, or its install step started. */
 int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err);
 /* Advances the install step; once it is over, starts the program or ends x. */
 int pkg_install_step(hxs_exec *x);

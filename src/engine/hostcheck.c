@@ -30,7 +30,7 @@
 
 #include "core/macro.h"
 #include "engine/hostcheck.h"
-#include "ns/ns.h"
+#include "core/uids.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
@@ -136,7 +136,7 @@ static int id_range_mapped(const char *file, unsigned long first, unsigned long 
 static void check_ids(const hxs_config *cfg, char *msg, size_t cap, size_t *n)
 {
         static const char *const maps[] = { "/proc/self/uid_map", "/proc/self/gid_map" };
-        unsigned long count = NS_FETCH_UID + 1;
+        unsigned long count = PKG_FETCH_UID + 1;
 
         for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
                 int r = id_range_mapped(maps[i], cfg->uid_base, count);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 
 static const struct {
@@ -99,6 +99,7 @@ void hxs_request_set_memory_mb(hxs_request *req, uint32_t mb) { req->memory_mb =
 hxs_language hxs_request_language(const hxs_request *req) { return req->language; }
 uint32_t hxs_request_timeout_s(const hxs_request *req) { return req->timeout_s; }
 uint32_t hxs_request_memory_mb(const hxs_request *req) { return req->memory_mb; }
+size_t hxs_request_code_len(const hxs_request *req) { return req->code_len; }
 
 /* Grows an array of `size`-byte elements to hold one more; hard cap on the count. */
 static int grow(void **arr, size_t *cap, size_t n, size_t size)

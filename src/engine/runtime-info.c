@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/runtime-info.h"
 #include "engine/runtime.h"
 

@@ -32,17 +32,45 @@
 #include "core/capbuf.h"
 #include "core/error.h"
 #include "core/fileio.h"
-#include "engine/engine.h"
-#include "engine/exec.h"
+#include "engine/backend.h"
 #include "engine/runtime-info.h"
 #include "engine/runtime.h"
 #include "ns/ns-init.h"
+#include "ns/ns-probe.h"
 #include "ns/ns.h"
 #include "ns/owners.h"
 #include "ns/template.h"
 
 /* After PID 1 is gone, how long to wait for the pipes to close. */
 #define DRAIN_GRACE_MS 2000
+
+/* The backend's state, per engine. */
+struct ns_backend {
+        const backend_env *env;         /* the engine's: config, cgroups, graveyard, runtimes */
+        hxs_seccomp seccomp;
+        char mountpoint[300];
+        struct hxs_templates *templates; /* warm Python templates (NULL: everything runs cold) */
+        char template_error[200];       /* why there are none, when asked for */
+        int init_fd;                    /* the sandbox's init, a sealed memfd (ns-init.h) */
+        struct ns_owners *owners;       /* owner uids of user namespaces (owners.h) */
+};
+
+/* One execution's sandbox, from clone to reaping (at x->priv). */
+struct ns_exec {
+        struct ns_backend *b;
+        pid_t pid;
+        int pidfd, sync_fd, report_fd, stdout_fd, stderr_fd, stdin_fd, timer_fd;
+        size_t stdin_off;
+        char report[512];
+        size_t report_len;
+        char **envp;
+        cg_exec cg;
+        bool have_cg;
+        bool warm;
+        uid_t owner_uid;                /* owner of its user namespace it holds (owners.h), 0: none */
+        int warm_slot;                  /* the warm slot it holds, -1: none (cold) */
+        bool reaped, draining, drain_expired;
+};
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
 
@@ -130,32 +158,6 @@ static void close_pair(int fds[2])
         close_fd(&fds[1]);
 }
 
-unsigned ns_warm_slots(const hxs_config *cfg)
-{
-        if (!cfg->warm || cfg->rootfs[0])
-                return 0;
-        unsigned n = cfg->max_concurrent ? cfg->max_concurrent : 2;
-        return n < NS_WARM_SLOTS_MAX ? n : NS_WARM_SLOTS_MAX;
-}
-
-unsigned ns_owner_pool(const hxs_config *cfg)
-{
-        unsigned live = ns_warm_slots(cfg) + (cfg->max_concurrent ? cfg->max_concurrent : 2) + 16;
-        return 4 * live > NS_OWNER_POOL_MIN ? 4 * live : NS_OWNER_POOL_MIN;
-}
-
-size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES])
-{
-        uint32_t b = cfg->uid_base;
-        ret[0] = (hxs_uid_range){ b, 1, "the sandbox's root" };
-        ret[1] = (hxs_uid_range){ b + NS_SANDBOX_UID, 1, "the sandbox user" };
-        ret[2] = (hxs_uid_range){ b + NS_TEMPLATE_UID, 1, "the warm templates" };
-        ret[3] = (hxs_uid_range){ b + NS_FETCH_UID, NS_VMM_UIDS, "the package downloader and the VMMs" };
-        ret[4] = (hxs_uid_range){ b + NS_OWNER_UID, ns_owner_pool(cfg),
-                                  "the owners of the sandboxes' user namespaces" };
-        return NS_UID_RANGES;
-}
-
 /* clone3 as `owner`: the user namespace it creates belongs to its creator's effective
  * uid. Only this thread, only for the call (and for opening PID 1's files as owner,
  * see pid1_files). The child gets full capabilities in its new user namespace and none
@@ -229,27 +231,29 @@ static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owne
 /* The child may have failed first (its root could not be built), and our own step
  * then fails only as a consequence ("No such process", "Broken pipe"): its report
  * says why. It exits at once once its sync pipe is closed, so the wait is short. */
-static void prefer_child_reason(hxs_exec *x, hxs_error *err)
+static void prefer_child_reason(struct ns_exec *nx, hxs_error *err)
 {
-        if (x->pidfd < 0 || x->report_fd < 0)
+        if (nx->pidfd < 0 || nx->report_fd < 0)
                 return;
-        struct pollfd p = { .fd = x->pidfd, .events = POLLIN };
+        struct pollfd p = { .fd = nx->pidfd, .events = POLLIN };
         if (poll(&p, 1, 250) <= 0)
                 return;
-        p = (struct pollfd){ .fd = x->report_fd, .events = POLLIN };
+        p = (struct pollfd){ .fd = nx->report_fd, .events = POLLIN };
         if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
                 return;
         char buf[512];
-        ssize_t n = read(x->report_fd, buf, sizeof(buf) - 1);
+        ssize_t n = read(nx->report_fd, buf, sizeof(buf) - 1);
         if (n < 2 || buf[0] != NS_REPORT_ERROR)
                 return;
         buf[n] = '\0';
         hxs_fail(err, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", buf + 1);
 }
 
-static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
+static int ns_start(void *state, hxs_exec *x, hxs_error *err)
 {
-        const hxs_config *cfg = &e->cfg;
+        struct ns_backend *b = state;
+        struct ns_exec *nx = x->priv;
+        const hxs_config *cfg = b->env->cfg;
         const hxs_request *req = x->req;
         int payload_fd = -1;
         pid1_files files = { { -1, -1, -1 } };
@@ -257,14 +261,17 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
             err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
         int r;
 
-        hxs_engine_bury(e, false);
+        nx->b = b;
+        nx->pidfd = nx->sync_fd = nx->report_fd = nx->stdout_fd = nx->stderr_fd = nx->stdin_fd = nx->timer_fd = -1;
+        nx->warm_slot = -1;
+        cg_graveyard_bury(b->env->graveyard, false);
 
         cg_limits lim = { .memory_bytes = (uint64_t)req->memory_mb << 20,
                           .pids_max = cfg->pids_max, .cpus_milli = cfg->cpus_milli };
-        r = cg_exec_create(&e->cg, &lim, &x->cg, err);
+        r = cg_exec_create(b->env->cg, &lim, &nx->cg, err);
         if (r < 0)
                 return r;
-        x->have_cg = true;
+        nx->have_cg = true;
 
         if ((r = make_pipe(sync_p)) < 0 || (r = make_pipe(report_p)) < 0 ||
             (r = make_pipe(out_p)) < 0 || (r = make_pipe(err_p)) < 0 ||
@@ -272,12 +279,12 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
                 goto fail;
         }
-        r = hxs_exec_env(req, x->pkgs_dir[0] ? NS_PACKAGES_DIR : NULL, &x->envp);
+        r = hxs_exec_env(req, x->pkgs_dir[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
         if (r < 0) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
         }
-        payload_fd = payload_create(req, x->envp);
+        payload_fd = payload_create(req, nx->envp);
         if (payload_fd < 0) {
                 r = payload_fd;
                 hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
@@ -285,10 +292,10 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         }
 
         ns_child_args args = {
-                .cfg = cfg, .seccomp = &e->seccomp, .mountpoint = e->mountpoint,
+                .cfg = cfg, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
                 .interpreter = hxs_runtimes[req->language].path,
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
-                .init_fd = e->init_fd,
+                .init_fd = b->init_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1], .memory_mb = req->memory_mb,
                 .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
@@ -304,25 +311,25 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         /* An installed package set runs warm from a template that has imported none of
          * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
         if (!args.target_dir && (!args.pkgs_dir || x->pkg.warm != PKG_WARM_NONE) &&
-            template_eligible(e->templates, req)) {
+            template_eligible(b->templates, req)) {
                 template_kind kind = template_pick(req, args.pkgs_dir != NULL);
                 if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
                         kind = TEMPLATE_PYTHON;
-                r = template_spawn(e->templates, kind, &args, &pid, &pidfd, &x->warm_slot, &x->owner_uid);
+                r = template_spawn(b->templates, kind, &args, &pid, &pidfd, &nx->warm_slot, &nx->owner_uid);
         }
         if (pid > 0) {
-                x->warm = true;
+                nx->warm = true;
         } else {
-                if (ns_owner_take(e->owners, &x->owner_uid) < 0) {
-                        x->owner_uid = 0;
+                if (ns_owner_take(b->owners, &nx->owner_uid) < 0) {
+                        nx->owner_uid = 0;
                         r = hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
                                      "every owner uid of the pool (SANDBOX_UID_BASE+%d onwards, %u) is in use by "
                                      "this service or another with the same SANDBOX_UID_BASE",
-                                     NS_OWNER_UID, ns_owner_pool(&e->cfg));
+                                     NS_OWNER_UID, ns_owner_pool(cfg));
                         goto fail;
                 }
                 cg_join join;
-                r = cg_join_open(&x->cg, &join, err);
+                r = cg_join_open(&nx->cg, &join, err);
                 if (r < 0)
                         goto fail;
                 for (cg_hier h = 0; h < CG_HIER_MAX && args.n_cg_self < ARRAY_SIZE(args.cg_self); h++)
@@ -330,7 +337,7 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                                 args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
                                 joined |= 1u << h;
                         }
-                r = spawn_cold(&args, &join, x->owner_uid, &files, &pid, &pidfd, &joined);
+                r = spawn_cold(&args, &join, nx->owner_uid, &files, &pid, &pidfd, &joined);
                 cg_join_close(&join);
                 if (r < 0) {
                         hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
@@ -339,27 +346,27 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
         }
         close_fd(&payload_fd);
 
-        x->pid = pid;
-        x->pidfd = pidfd;
+        nx->pid = pid;
+        nx->pidfd = pidfd;
         close_fd(&sync_p[0]);
         close_fd(&report_p[1]);
         close_fd(&out_p[1]);
         close_fd(&err_p[1]);
         close_fd(&in_p[0]);
-        x->report_fd = TAKE_FD(report_p[0]);
-        x->stdout_fd = TAKE_FD(out_p[0]);
-        x->stderr_fd = TAKE_FD(err_p[0]);
-        x->stdin_fd = TAKE_FD(in_p[1]);
+        nx->report_fd = TAKE_FD(report_p[0]);
+        nx->stdout_fd = TAKE_FD(out_p[0]);
+        nx->stderr_fd = TAKE_FD(err_p[0]);
+        nx->stdin_fd = TAKE_FD(in_p[1]);
 
-        if (x->warm) {
+        if (nx->warm) {
                 /* as a cold one's, as the owner (a template made it dumpable) */
-                int dumpable = ns_owner_become(x->owner_uid);
+                int dumpable = ns_owner_become(nx->owner_uid);
                 if (dumpable >= 0) {
-                        pid1_files_open(x->pid, &files);
+                        pid1_files_open(nx->pid, &files);
                         ns_owner_unbecome(dumpable);
                 }
         }
-        pid1_files_open(x->pid, &files); /* what the owner could not open, as root */
+        pid1_files_open(nx->pid, &files); /* what the owner could not open, as root */
         if ((r = write_id_maps(&files, cfg->uid_base, err)) < 0)
                 goto fail;
         /* maps done: the child builds its root while we move it into the cgroups */
@@ -368,31 +375,31 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
                 goto fail;
         }
-        if ((r = cg_exec_attach(&x->cg, x->pid, joined, err)) < 0)
+        if ((r = cg_exec_attach(&nx->cg, nx->pid, joined, err)) < 0)
                 goto fail;
         /* PID 1 must outlive the program under memory pressure, so that the status
          * is reported; the program resets its own score. */
         (void)write_fd(files.fd[PF_OOM], "-1000");
         pid1_files_close(&files);
 
-        if ((r = set_nonblock(x->stdout_fd)) < 0 || (r = set_nonblock(x->stderr_fd)) < 0 ||
-            (r = set_nonblock(x->report_fd)) < 0 ||
-            (x->stdin_fd >= 0 && (r = set_nonblock(x->stdin_fd)) < 0)) {
+        if ((r = set_nonblock(nx->stdout_fd)) < 0 || (r = set_nonblock(nx->stderr_fd)) < 0 ||
+            (r = set_nonblock(nx->report_fd)) < 0 ||
+            (nx->stdin_fd >= 0 && (r = set_nonblock(nx->stdin_fd)) < 0)) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
                 goto fail;
         }
-        x->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (x->timer_fd < 0 || (r = timerfd_arm_ms(x->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)req->timeout_s * 1000)) < 0) {
-                r = x->timer_fd < 0 ? -errno : r;
+        nx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (nx->timer_fd < 0 || (r = timerfd_arm_ms(nx->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)req->timeout_s * 1000)) < 0) {
+                r = nx->timer_fd < 0 ? -errno : r;
                 hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
                 goto fail;
         }
-        if ((r = epoll_add(x->epfd, x->stdout_fd, EPOLLIN, TAG_STDOUT)) < 0 ||
-            (r = epoll_add(x->epfd, x->stderr_fd, EPOLLIN, TAG_STDERR)) < 0 ||
-            (r = epoll_add(x->epfd, x->report_fd, EPOLLIN, TAG_REPORT)) < 0 ||
-            (r = epoll_add(x->epfd, x->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
-            (r = epoll_add(x->epfd, x->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
-            (x->stdin_fd >= 0 && (r = epoll_add(x->epfd, x->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0)) {
+        if ((r = epoll_add(x->epfd, nx->stdout_fd, EPOLLIN, TAG_STDOUT)) < 0 ||
+            (r = epoll_add(x->epfd, nx->stderr_fd, EPOLLIN, TAG_STDERR)) < 0 ||
+            (r = epoll_add(x->epfd, nx->report_fd, EPOLLIN, TAG_REPORT)) < 0 ||
+            (r = epoll_add(x->epfd, nx->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
+            (r = epoll_add(x->epfd, nx->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
+            (nx->stdin_fd >= 0 && (r = epoll_add(x->epfd, nx->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0)) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
                 goto fail;
         }
@@ -403,15 +410,15 @@ static int ns_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
                 goto fail;
         }
         /* kept open while the sandbox runs: the child checks it for a hang-up */
-        x->sync_fd = TAKE_FD(sync_p[1]);
+        nx->sync_fd = TAKE_FD(sync_p[1]);
         return 0;
 
 fail:
         close_fd(&payload_fd);
         pid1_files_close(&files);
         close_pair(sync_p); /* the child reads EOF and exits, if it exists */
-        if (x->pid > 0)
-                prefer_child_reason(x, err);
+        if (nx->pid > 0)
+                prefer_child_reason(nx, err);
         close_pair(report_p);
         close_pair(out_p);
         close_pair(err_p);
@@ -421,37 +428,39 @@ fail:
 
 static void ns_kill(hxs_exec *x)
 {
-        if (x->pidfd >= 0 && !x->reaped && pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0) < 0 &&
-            errno == EPERM && x->owner_uid)
-                (void)signal_as(x->owner_uid, x->pidfd, SIGKILL);
-        if (x->have_cg)
-                cg_exec_kill(&x->cg);
+        struct ns_exec *nx = x->priv;
+        if (nx->pidfd >= 0 && !nx->reaped && pidfd_send_signal(nx->pidfd, SIGKILL, NULL, 0) < 0 &&
+            errno == EPERM && nx->owner_uid)
+                (void)signal_as(nx->owner_uid, nx->pidfd, SIGKILL);
+        if (nx->have_cg)
+                cg_exec_kill(&nx->cg);
 }
 
 /* Reads what the report pipe holds: a status or a set-up error. */
 static void read_report(hxs_exec *x)
 {
+        struct ns_exec *nx = x->priv;
         for (;;) {
-                size_t room = sizeof(x->report) - 1 - x->report_len;
+                size_t room = sizeof(nx->report) - 1 - nx->report_len;
                 if (room == 0) {
                         char sink[256];
-                        ssize_t n = read(x->report_fd, sink, sizeof(sink));
+                        ssize_t n = read(nx->report_fd, sink, sizeof(sink));
                         if (n > 0)
                                 continue;
                         if (n == 0)
                                 break;
                         return;
                 }
-                ssize_t n = read(x->report_fd, x->report + x->report_len, room);
+                ssize_t n = read(nx->report_fd, nx->report + nx->report_len, room);
                 if (n > 0) {
-                        x->report_len += (size_t)n;
+                        nx->report_len += (size_t)n;
                         continue;
                 }
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
                 break; /* EOF or error: PID 1 and the program have both let go */
         }
-        epoll_close(x->epfd, &x->report_fd);
+        epoll_close(x->epfd, &nx->report_fd);
 }
 
 static void read_output(hxs_exec *x, int *fd, capbuf *b)
@@ -470,22 +479,24 @@ static void read_output(hxs_exec *x, int *fd, capbuf *b)
 
 static void write_stdin(hxs_exec *x)
 {
+        struct ns_exec *nx = x->priv;
         const hxs_request *req = x->req;
-        while (x->stdin_off < req->stdin_len) {
-                ssize_t n = write(x->stdin_fd, req->stdin_data + x->stdin_off, req->stdin_len - x->stdin_off);
+        while (nx->stdin_off < req->stdin_len) {
+                ssize_t n = write(nx->stdin_fd, req->stdin_data + nx->stdin_off, req->stdin_len - nx->stdin_off);
                 if (n > 0) {
-                        x->stdin_off += (size_t)n;
+                        nx->stdin_off += (size_t)n;
                         continue;
                 }
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
                 break; /* EPIPE: the program does not read stdin */
         }
-        epoll_close(x->epfd, &x->stdin_fd);
+        epoll_close(x->epfd, &nx->stdin_fd);
 }
 
 static void finish(hxs_exec *x)
 {
+        struct ns_exec *nx = x->priv;
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         hxs_result *res = &x->result;
@@ -495,22 +506,22 @@ static void finish(hxs_exec *x)
         /* parse the report: an 'S' status, or an 'E' set-up error */
         int status = 0;
         bool have_status = false;
-        if (x->report_len >= 1 + sizeof(int) && x->report[0] == NS_REPORT_STATUS) {
-                memcpy(&status, x->report + 1, sizeof(int));
+        if (nx->report_len >= 1 + sizeof(int) && nx->report[0] == NS_REPORT_STATUS) {
+                memcpy(&status, nx->report + 1, sizeof(int));
                 have_status = true;
-        } else if (x->report_len >= 1 && x->report[0] == NS_REPORT_ERROR && !x->timed_out && !x->killed) {
-                x->report[x->report_len] = '\0';
+        } else if (nx->report_len >= 1 && nx->report[0] == NS_REPORT_ERROR && !x->timed_out && !x->killed) {
+                nx->report[nx->report_len] = '\0';
                 x->setup_failed = true;
-                hxs_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", x->report + 1);
+                hxs_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", nx->report + 1);
         }
         bool oom = false;
-        if (x->have_cg) {
-                res->memory_used_mb = (cg_exec_peak_memory(&x->cg) + (1 << 20) - 1) >> 20;
+        if (nx->have_cg) {
+                res->memory_used_mb = (cg_exec_peak_memory(&nx->cg) + (1 << 20) - 1) >> 20;
                 bool sigkilled = !have_status || (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-                oom = sigkilled && cg_exec_oom_kills(&x->cg) > 0;
+                oom = sigkilled && cg_exec_oom_kills(&nx->cg) > 0;
         }
         hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
-        res->warm = x->warm;
+        res->warm = nx->warm;
         res->packages = x->packages;
         res->stdout_truncated = capbuf_truncated(&x->out);
         res->stderr_truncated = capbuf_truncated(&x->err);
@@ -519,11 +530,12 @@ static void finish(hxs_exec *x)
         x->done = true;
         /* the namespace is gone; make sure the cgroup is too */
         ns_kill(x);
-        epoll_close(x->epfd, &x->timer_fd);
+        epoll_close(x->epfd, &nx->timer_fd);
 }
 
 static int ns_process(hxs_exec *x)
 {
+        struct ns_exec *nx = x->priv;
         struct epoll_event evs[8];
         int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
         if (n < 0)
@@ -531,10 +543,10 @@ static int ns_process(hxs_exec *x)
         for (int i = 0; i < n && !x->done; i++) {
                 switch (evs[i].data.u64) {
                 case TAG_STDOUT:
-                        read_output(x, &x->stdout_fd, &x->out);
+                        read_output(x, &nx->stdout_fd, &x->out);
                         break;
                 case TAG_STDERR:
-                        read_output(x, &x->stderr_fd, &x->err);
+                        read_output(x, &nx->stderr_fd, &x->err);
                         break;
                 case TAG_STDIN:
                         write_stdin(x);
@@ -544,26 +556,26 @@ static int ns_process(hxs_exec *x)
                         break;
                 case TAG_PIDFD: {
                         siginfo_t si = { 0 };
-                        if (waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
-                                x->reaped = true;
-                                epoll_close(x->epfd, &x->pidfd);
+                        if (waitid((idtype_t)P_PIDFD, (id_t)nx->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
+                                nx->reaped = true;
+                                epoll_close(x->epfd, &nx->pidfd);
                         } else if (errno == ECHILD) {
-                                x->reaped = true;
-                                epoll_close(x->epfd, &x->pidfd);
+                                nx->reaped = true;
+                                epoll_close(x->epfd, &nx->pidfd);
                         }
                         break;
                 }
                 case TAG_TIMER: {
                         uint64_t ticks;
-                        (void)!read(x->timer_fd, &ticks, sizeof(ticks));
-                        if (!x->reaped || x->report_fd >= 0) {
+                        (void)!read(nx->timer_fd, &ticks, sizeof(ticks));
+                        if (!nx->reaped || nx->report_fd >= 0) {
                                 /* time is up: the whole sandbox goes */
-                                x->timed_out = !x->reaped;
+                                x->timed_out = !nx->reaped;
                                 ns_kill(x);
                                 if (x->timed_out)
-                                        timerfd_arm_ms(x->timer_fd, DRAIN_GRACE_MS);
+                                        timerfd_arm_ms(nx->timer_fd, DRAIN_GRACE_MS);
                         } else {
-                                x->drain_expired = true;
+                                nx->drain_expired = true;
                         }
                         break;
                 }
@@ -573,13 +585,13 @@ static int ns_process(hxs_exec *x)
         }
         if (x->done)
                 return 0;
-        if (x->reaped && x->report_fd < 0) {
-                bool pipes_closed = x->stdout_fd < 0 && x->stderr_fd < 0;
-                if (pipes_closed || x->drain_expired) {
+        if (nx->reaped && nx->report_fd < 0) {
+                bool pipes_closed = nx->stdout_fd < 0 && nx->stderr_fd < 0;
+                if (pipes_closed || nx->drain_expired) {
                         finish(x);
-                } else if (!x->draining) {
-                        x->draining = true;
-                        timerfd_arm_ms(x->timer_fd, DRAIN_GRACE_MS);
+                } else if (!nx->draining) {
+                        nx->draining = true;
+                        timerfd_arm_ms(nx->timer_fd, DRAIN_GRACE_MS);
                 }
         }
         return 0;
@@ -587,36 +599,37 @@ static int ns_process(hxs_exec *x)
 
 static void ns_release(hxs_exec *x)
 {
-        if (!x->reaped && x->pidfd >= 0) {
+        struct ns_exec *nx = x->priv;
+        if (!nx->reaped && nx->pidfd >= 0) {
                 ns_kill(x);
                 siginfo_t si;
                 /* PID 1 was SIGKILLed: reaping it is prompt */
-                (void)waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
-                x->reaped = true;
+                (void)waitid((idtype_t)P_PIDFD, (id_t)nx->pidfd, &si, WEXITED);
+                nx->reaped = true;
         }
-        epoll_close(x->epfd, &x->pidfd);
-        epoll_close(x->epfd, &x->stdout_fd);
-        epoll_close(x->epfd, &x->stderr_fd);
-        epoll_close(x->epfd, &x->stdin_fd);
-        epoll_close(x->epfd, &x->report_fd);
-        epoll_close(x->epfd, &x->timer_fd);
-        close_fd(&x->sync_fd);
-        if (x->have_cg) {
-                cg_exec_kill(&x->cg);
-                if (cg_exec_remove(&x->cg) < 0)
-                        hxs_engine_defer_cgroup(x->engine, &x->cg);
-                x->have_cg = false;
+        epoll_close(x->epfd, &nx->pidfd);
+        epoll_close(x->epfd, &nx->stdout_fd);
+        epoll_close(x->epfd, &nx->stderr_fd);
+        epoll_close(x->epfd, &nx->stdin_fd);
+        epoll_close(x->epfd, &nx->report_fd);
+        epoll_close(x->epfd, &nx->timer_fd);
+        close_fd(&nx->sync_fd);
+        if (nx->have_cg) {
+                cg_exec_kill(&nx->cg);
+                if (cg_exec_remove(&nx->cg) < 0)
+                        cg_graveyard_add(nx->b->env->graveyard, &nx->cg);
+                nx->have_cg = false;
         }
-        hxs_strv_free(x->envp);
-        x->envp = NULL;
+        hxs_strv_free(nx->envp);
+        nx->envp = NULL;
         /* the owner uid goes back once nothing of the sandbox is left; a warm slot
          * serves another */
-        if (x->warm_slot >= 0)
-                templates_release(x->engine->templates, x->warm_slot);
-        x->warm_slot = -1;
-        if (x->owner_uid) {
-                ns_owner_put(x->engine->owners, x->owner_uid);
-                x->owner_uid = 0;
+        if (nx->warm_slot >= 0)
+                templates_release(nx->b->templates, nx->warm_slot);
+        nx->warm_slot = -1;
+        if (nx->owner_uid) {
+                ns_owner_put(nx->b->owners, nx->owner_uid);
+                nx->owner_uid = 0;
         }
 }
 
@@ -639,93 +652,115 @@ static int check_searchable(const char *path, hxs_error *err)
         return 0;
 }
 
-static int ns_init(hxs_engine *e, hxs_error *err)
+static int ns_init(const backend_env *env, void **ret_state, hxs_error *err)
 {
+        struct ns_backend *b = calloc(1, sizeof(*b));
+        if (!b)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        *ret_state = b;
+        b->env = env;
+        b->init_fd = -1;
+        const hxs_config *cfg = env->cfg;
         int r;
-        e->init_fd = -1;
-        if ((r = ns_owners_new(&e->cfg, NULL, &e->owners, err)) < 0)
+        if ((r = ns_owners_new(cfg, NULL, &b->owners, err)) < 0)
                 return r;
-        e->init_fd = ns_init_memfd();
-        if (e->init_fd < 0) {
-                r = e->init_fd;
+        b->init_fd = ns_init_memfd();
+        if (b->init_fd < 0) {
+                r = b->init_fd;
                 return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "the sandbox's init: cannot make its memfd: %s",
                                 strerror(-r));
         }
-        r = cg_layout_init(&e->cg, err);
-        if (r < 0)
-                return r;
-        (void)cg_sweep(&e->cg);
-        r = hxs_seccomp_build(&e->seccomp, err);
+        r = hxs_seccomp_build(&b->seccomp, err);
         if (r < 0)
                 return r;
         /* The mount point for new roots: one shared empty directory, used only inside
          * each sandbox's private mount namespace. */
-        if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST)
+        if (mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST)
                 return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
-                                      "STATE_DIR: %s: %s", e->cfg.state_dir, strerror(errno));
-        snprintf(e->mountpoint, sizeof(e->mountpoint), "%s/root", e->cfg.state_dir);
-        if (mkdir(e->mountpoint, 0755) < 0 && errno != EEXIST)
+                                      "STATE_DIR: %s: %s", cfg->state_dir, strerror(errno));
+        snprintf(b->mountpoint, sizeof(b->mountpoint), "%s/root", cfg->state_dir);
+        if (mkdir(b->mountpoint, 0755) < 0 && errno != EEXIST)
                 return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
-                                      "STATE_DIR: creating %s: %s", e->mountpoint, strerror(errno));
-        r = check_searchable(e->mountpoint, err);
+                                      "STATE_DIR: creating %s: %s", b->mountpoint, strerror(errno));
+        r = check_searchable(b->mountpoint, err);
         if (r < 0)
                 return r;
-        if (e->cfg.warm && e->cfg.rootfs[0]) {
+        if (cfg->warm && cfg->rootfs[0]) {
                 /* a template is the host's interpreter: it would not be the root's */
-                snprintf(e->template_error, sizeof(e->template_error),
+                snprintf(b->template_error, sizeof(b->template_error),
                          "SANDBOX_ROOTFS is set: warm templates run the host's Python, so every "
                          "execution starts cold from the configured root");
-        } else if (e->cfg.warm) {
+        } else if (cfg->warm) {
                 hxs_error terr = { 0 };
-                if (templates_new(&e->cfg, &e->cg, e->init_fd, e->owners, &e->templates, &terr) < 0)
-                        snprintf(e->template_error, sizeof(e->template_error), "%s", terr.message);
+                if (templates_new(cfg, env->cg, b->init_fd, b->owners, &b->templates, &terr) < 0)
+                        snprintf(b->template_error, sizeof(b->template_error), "%s", terr.message);
         }
         return 0;
 }
 
-static void ns_fini(hxs_engine *e)
+static void ns_fini(void *state)
 {
-        templates_free(e->templates);
-        e->templates = NULL;
-        hxs_seccomp_free(&e->seccomp);
+        struct ns_backend *b = state;
+        if (!b)
+                return;
+        templates_free(b->templates);
+        b->templates = NULL;
+        hxs_seccomp_free(&b->seccomp);
         /* after the templates, which hold some */
-        ns_owners_free(e->owners);
-        e->owners = NULL;
-        close_fd(&e->init_fd);
+        ns_owners_free(b->owners);
+        b->owners = NULL;
+        close_fd(&b->init_fd);
+        free(b);
 }
 
-static int ns_check(hxs_engine *e, hxs_error *err)
+static int ns_check(void *state, hxs_error *err)
 {
-        if (access(e->mountpoint, F_OK) < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "mount point %s is gone", e->mountpoint);
-        int r = check_searchable(e->mountpoint, err);
+        struct ns_backend *b = state;
+        const hxs_config *cfg = b->env->cfg;
+        const cg_layout *cgl = b->env->cg;
+        if (access(b->mountpoint, F_OK) < 0)
+                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "mount point %s is gone", b->mountpoint);
+        int r = check_searchable(b->mountpoint, err);
         if (r < 0)
                 return r;
         static const char *const runtimes_needed[] = { "/usr", "/usr/bin/python3", "/usr/bin/node", "/usr/bin/bash" };
         for (size_t i = 0; i < ARRAY_SIZE(runtimes_needed); i++) {
                 char p[600];
-                snprintf(p, sizeof(p), "%s%s", e->cfg.rootfs, runtimes_needed[i]);
+                snprintf(p, sizeof(p), "%s%s", cfg->rootfs, runtimes_needed[i]);
                 if (access(p, F_OK) < 0)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the sandbox root lacks %s: %s", p,
                                         strerror(errno));
         }
         /* the Python distributions the runtime manifest promises (a readdir of the
          * root's dist-packages; /health asks at most once a second) */
-        r = runtime_check_distributions(&e->runtimes, e->cfg.rootfs, err);
+        r = runtime_check_distributions(b->env->runtimes, cfg->rootfs, err);
         if (r < 0)
                 return r;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
-                if (e->cg.have[h] && access(e->cg.base[h], W_OK) < 0)
+                if (cgl->have[h] && access(cgl->base[h], W_OK) < 0)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "cgroup %s is not writable",
-                                        e->cg.base[h]);
+                                        cgl->base[h]);
         return 0;
 }
 
-const hxs_backend_ops hxs_ns_backend = {
+static void ns_stats(void *state, hxs_engine_stats *st)
+{
+        struct ns_backend *b = state;
+        st->warm_enabled = b->templates != NULL;
+        templates_state(b->templates, &st->templates_ready, &st->templates_total, &st->template_restarts);
+        snprintf(st->warm_error, sizeof(st->warm_error), "%s", b->template_error);
+}
+
+const backend_ops ns_backend = {
         .name = "namespaces",
+        .features = BACKEND_INSTALLS_PACKAGES | BACKEND_WARM,
+        .exec_size = sizeof(struct ns_exec),
+        .usable = ns_usable,
+        .probe = ns_probe,
         .init = ns_init,
         .fini = ns_fini,
         .check = ns_check,
+        .stats = ns_stats,
         .start = ns_start,
         .process = ns_process,
         .kill = ns_kill,

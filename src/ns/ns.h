@@ -6,26 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/uidcheck.h"
+#include "core/uids.h"
 #include "ns/payload.h"
 
 #include "hexr-sandbox/sandbox.h"
 #include "ns/seccomp.h"
-
-#define NS_SANDBOX_UID 1000     /* the "sandbox" user inside */
-#define NS_TEMPLATE_UID 2000    /* host uid of warm templates: SANDBOX_UID_BASE + this */
-#define NS_FETCH_UID 3000       /* host uid of the package downloader: SANDBOX_UID_BASE + this */
-#define NS_VMM_UIDS 3           /* SANDBOX_UID_BASE + 3000 ... + 3002: downloader and VMMs */
-/* Owners of the sandboxes' user namespaces: SANDBOX_UID_BASE + this onwards, a pool
- * of ns_owner_pool() uids (owners.h). The kernel charges what a sandbox takes of the
- * counters it keeps per user (inotify instances and watches, namespaces, ...) at every
- * level of the user namespace chain, and at the host's level to the namespace's owner:
- * a uid no other live sandbox and no host process has, so no sandbox spends host
- * root's budget or another sandbox's. A cold sandbox is created by the service with
- * that effective uid; a warm one by the template of a warm slot, which runs as it. */
-#define NS_OWNER_UID 4000
-#define NS_WARM_SLOTS_MAX 64
-#define NS_OWNER_POOL_MIN 1024
 
 /* The namespaces every sandbox gets at clone (the cgroup namespace follows once the
  * supervisor has moved it into its cgroup). */
@@ -74,17 +59,6 @@ typedef struct ns_program {
  * execs). Warm: returns only in the program process, with every restriction in place
  * (user, capabilities, no_new_privs, seccomp, rlimits, stdio, cwd), and *ret filled. */
 void ns_child_main(const ns_child_args *a, ns_program *ret);
-
-/* Warm slots (a template per kind each): one per execution that may run at once
- * (max_concurrent 0 counts as 2, the service's floor), 0 when templates do not run.
- * The owner pool: room for that many and as many cold sandboxes again, several times
- * over, for the other engines on the host that share SANDBOX_UID_BASE. */
-unsigned ns_warm_slots(const hxs_config *cfg);
-unsigned ns_owner_pool(const hxs_config *cfg);
-/* Every host uid range the engine uses (the same numbers as gids), for the start-up
- * check of core/uidcheck.h. */
-#define NS_UID_RANGES 5
-size_t ns_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[NS_UID_RANGES]);
 
 /* Every signal's disposition back to SIG_DFL, through the system call: libc refuses
  * to touch the two real-time signals it reserves, which a parent may have ignored

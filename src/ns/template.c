@@ -32,7 +32,7 @@
 
 #include "core/error.h"
 #include "core/fileio.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 #include "ns/owners.h"
 #include "ns/template.h"
 

@@ -26,7 +26,7 @@
 #include <sys/types.h>
 
 #include "engine/request.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 #include "ns/ns.h"
 
 typedef enum template_kind {

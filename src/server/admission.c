@@ -23,7 +23,6 @@
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/callers.h"
-#include "server/json.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"

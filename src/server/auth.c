@@ -38,15 +38,13 @@
 
 int auth_setup(hxs_server *srv, hxs_error *err)
 {
-        char msg[600];
         const hxs_config *cfg = &srv->cfg;
+        int r;
 
-        if (proxies_parse(cfg->trusted_proxies, &srv->proxies, msg, sizeof(msg)) < 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "%s", msg);
-        if (allowlist_parse(cfg->auth_allow, &srv->allow, msg, sizeof(msg)) < 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW", "%s", msg);
-        if (allowlist_parse(cfg->metrics_allow, &srv->metrics_allow, msg, sizeof(msg)) < 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW", "METRICS_%s", msg + 5);
+        if ((r = proxies_parse(cfg->trusted_proxies, &srv->proxies, err)) < 0 ||
+            (r = allowlist_parse(cfg->auth_allow, "AUTH_ALLOW", &srv->allow, err)) < 0 ||
+            (r = allowlist_parse(cfg->metrics_allow, "METRICS_ALLOW", &srv->metrics_allow, err)) < 0)
+                return r;
         bool proxies = proxies_by_address(&srv->proxies) || proxies_by_id(&srv->proxies);
         srv->identity_on = tls_mutual(srv) || proxies;
         if (tls_has_bundles(srv) && !tls_mutual(srv) && !proxies)

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "engine/json.h"
 #include "server/call.h"
-#include "server/json.h"
 #include "server/loop.h"
 #include "server/state.h"
 

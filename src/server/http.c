@@ -28,13 +28,12 @@
 #include <sys/random.h>
 
 #include "core/error.h"
-#include "engine/request.h"
+#include "engine/json.h"
 #include "server/admission.h"
 #include "server/auth.h"
 #include "server/call.h"
 #include "server/conn.h"
 #include "server/http.h"
-#include "server/json.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -456,7 +455,7 @@ static enum MHD_Result on_complete(call *c)
         c->language = hxs_request_language(c->req);
         c->timeout_s = hxs_request_timeout_s(c->req);
         c->memory_mb = hxs_request_memory_mb(c->req);
-        c->code_bytes = c->req->code_len;
+        c->code_bytes = hxs_request_code_len(c->req);
         c->received_ms = now_ms();
 
         admission_submit(c);

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/un.h>
 
+#include "core/error.h"
 #include "server/identity.h"
 
 #define SCHEME "spiffe://"
@@ -408,14 +409,14 @@ static bool next_item(const char **p, const char **ret, size_t *ret_len)
         return true;
 }
 
-int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
+int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_error *err)
 {
         allowlist al = { 0 };
         const char *p = text;
 
         al.entries = calloc(AUTH_ALLOW_MAX, sizeof(*al.entries));
         if (!al.entries) {
-                snprintf(msg, msg_cap, "AUTH_ALLOW: out of memory");
+                hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, setting, "%s: out of memory", setting);
                 return -ENOMEM;
         }
         const char *a;
@@ -424,7 +425,7 @@ int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
                 if (n == 0)
                         continue; /* "a,,b" or a trailing comma */
                 if (al.n == AUTH_ALLOW_MAX) {
-                        snprintf(msg, msg_cap, "AUTH_ALLOW: more than %d entries", AUTH_ALLOW_MAX);
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting, "%s: more than %d entries", setting, AUTH_ALLOW_MAX);
                         goto fail;
                 }
                 size_t item_len = n; /* as written, for messages */
@@ -435,17 +436,17 @@ int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
                 }
                 const char *rule = NULL;
                 if (spiffe_id_check(a, n, &rule) < 0) {
-                        snprintf(msg, msg_cap,
-                                 "AUTH_ALLOW: \"%.*s\" is not a SPIFFE ID, trust domain or prefix/* (%s)",
-                                 (int)(item_len > 200 ? 200 : item_len), a, rule);
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting,
+                                 "%s: \"%.*s\" is not a SPIFFE ID, trust domain or prefix/* (%s)",
+                                 setting, (int)(item_len > 200 ? 200 : item_len), a, rule);
                         goto fail;
                 }
                 bool has_path = memchr(a + SCHEME_LEN, '/', n - SCHEME_LEN) != NULL;
                 if (!has_path) {
                         if (kind == ALLOW_PREFIX) {
-                                snprintf(msg, msg_cap,
-                                         "AUTH_ALLOW: \"%.*s\": write a whole trust domain as spiffe://domain, without /*",
-                                         (int)(item_len > 200 ? 200 : item_len), a);
+                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting,
+                                         "%s: \"%.*s\": write a whole trust domain as spiffe://domain, without /*",
+                                         setting, (int)(item_len > 200 ? 200 : item_len), a);
                                 goto fail;
                         }
                         kind = ALLOW_TRUST_DOMAIN;
@@ -453,7 +454,7 @@ int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap)
                 allow_entry *e = &al.entries[al.n];
                 e->text = strndup(a, n);
                 if (!e->text) {
-                        snprintf(msg, msg_cap, "AUTH_ALLOW: out of memory");
+                        hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, setting, "%s: out of memory", setting);
                         goto fail;
                 }
                 e->kind = kind;
@@ -509,7 +510,7 @@ void proxies_free(proxy_list *pl)
         pl->n_ids = 0;
 }
 
-int proxies_parse(const char *text, proxy_list *ret, char *msg, size_t msg_cap)
+int proxies_parse(const char *text, proxy_list *ret, hxs_error *err)
 {
         proxy_list pl = { 0 };
         const char *p = text;
@@ -523,25 +524,25 @@ int proxies_parse(const char *text, proxy_list *ret, char *msg, size_t msg_cap)
                 if (n >= SCHEME_LEN && memcmp(a, SCHEME, SCHEME_LEN) == 0) {
                         const char *rule = NULL;
                         if (spiffe_id_check(a, n, &rule) < 0) {
-                                snprintf(msg, msg_cap, "TRUSTED_PROXIES: \"%.*s\" is not a SPIFFE ID (%s)",
+                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: \"%.*s\" is not a SPIFFE ID (%s)",
                                          (int)(n > 200 ? 200 : n), a, rule);
                                 goto fail;
                         }
                         if (pl.n_ids == TRUSTED_PROXIES_MAX) {
-                                snprintf(msg, msg_cap, "TRUSTED_PROXIES: more than %d SPIFFE IDs",
+                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: more than %d SPIFFE IDs",
                                          TRUSTED_PROXIES_MAX);
                                 goto fail;
                         }
                         pl.ids[pl.n_ids] = strndup(a, n);
                         if (!pl.ids[pl.n_ids]) {
-                                snprintf(msg, msg_cap, "TRUSTED_PROXIES: out of memory");
+                                hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, "TRUSTED_PROXIES", "TRUSTED_PROXIES: out of memory");
                                 goto fail;
                         }
                         pl.n_ids++;
                         continue;
                 }
                 if (n >= sizeof(item)) {
-                        snprintf(msg, msg_cap,
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                  "TRUSTED_PROXIES: \"%.40s...\" is not unix, an IP address or a SPIFFE ID", a);
                         goto fail;
                 }
@@ -552,7 +553,7 @@ int proxies_parse(const char *text, proxy_list *ret, char *msg, size_t msg_cap)
                         continue;
                 }
                 if (pl.n == TRUSTED_PROXIES_MAX) {
-                        snprintf(msg, msg_cap, "TRUSTED_PROXIES: more than %d addresses", TRUSTED_PROXIES_MAX);
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: more than %d addresses", TRUSTED_PROXIES_MAX);
                         goto fail;
                 }
                 if (inet_pton(AF_INET, item, pl.addrs[pl.n].addr) == 1) {
@@ -560,7 +561,7 @@ int proxies_parse(const char *text, proxy_list *ret, char *msg, size_t msg_cap)
                 } else if (inet_pton(AF_INET6, item, pl.addrs[pl.n].addr) == 1) {
                         pl.addrs[pl.n++].family = AF_INET6;
                 } else {
-                        snprintf(msg, msg_cap,
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                  "TRUSTED_PROXIES: \"%s\" is not unix, a numeric IP address (no names, no networks) "
                                  "or a SPIFFE ID",
                                  item);
@@ -636,7 +637,7 @@ void bundles_free(bundle_list *bl)
         bl->n = 0;
 }
 
-int bundles_parse(const char *text, bundle_list *ret, char *msg, size_t msg_cap)
+int bundles_parse(const char *text, bundle_list *ret, hxs_error *err)
 {
         bundle_list bl;
         const char *p = text;
@@ -650,7 +651,7 @@ int bundles_parse(const char *text, bundle_list *ret, char *msg, size_t msg_cap)
                 int shown = (int)(n > 200 ? 200 : n);
                 const char *eq = memchr(a, '=', n);
                 if (!eq) {
-                        snprintf(msg, msg_cap,
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                  "SPIFFE_TRUST_BUNDLES: \"%.*s\" is not trust-domain=/path/to/bundle.pem", shown, a);
                         goto fail;
                 }
@@ -659,37 +660,37 @@ int bundles_parse(const char *text, bundle_list *ret, char *msg, size_t msg_cap)
                 size_t path_len = n - td_len - 1;
                 const char *rule = NULL;
                 if (td_len >= SCHEME_LEN && memcmp(a, SCHEME, SCHEME_LEN) == 0) {
-                        snprintf(msg, msg_cap,
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                  "SPIFFE_TRUST_BUNDLES: \"%.*s\": write the trust domain without spiffe:// (prod.example=/path)",
                                  shown, a);
                         goto fail;
                 }
                 if (trust_domain_check(a, td_len, &rule) < 0) {
-                        snprintf(msg, msg_cap, "SPIFFE_TRUST_BUNDLES: \"%.*s\": %s", shown, a, rule);
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: \"%.*s\": %s", shown, a, rule);
                         goto fail;
                 }
                 if (path_len == 0 || path[0] != '/' || path_len > 255 || memchr(path, '\0', path_len)) {
-                        snprintf(msg, msg_cap,
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                  "SPIFFE_TRUST_BUNDLES: \"%.*s\": the bundle must be an absolute path of at most 255 bytes",
                                  shown, a);
                         goto fail;
                 }
                 for (size_t i = 0; i < bl.n; i++)
                         if (strlen(bl.e[i].td) == td_len && memcmp(bl.e[i].td, a, td_len) == 0) {
-                                snprintf(msg, msg_cap,
+                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                          "SPIFFE_TRUST_BUNDLES: trust domain %.*s is listed twice; put all its CAs in one file",
                                          (int)td_len, a);
                                 goto fail;
                         }
                 if (bl.n == TRUST_BUNDLES_MAX) {
-                        snprintf(msg, msg_cap, "SPIFFE_TRUST_BUNDLES: more than %d trust domains", TRUST_BUNDLES_MAX);
+                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: more than %d trust domains", TRUST_BUNDLES_MAX);
                         goto fail;
                 }
                 memcpy(bl.e[bl.n].td, a, td_len);
                 bl.e[bl.n].td[td_len] = '\0';
                 bl.e[bl.n].path = strndup(path, path_len);
                 if (!bl.e[bl.n].path) {
-                        snprintf(msg, msg_cap, "SPIFFE_TRUST_BUNDLES: out of memory");
+                        hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: out of memory");
                         goto fail;
                 }
                 bl.n++;
@@ -701,11 +702,10 @@ fail:
         return -EINVAL;
 }
 
-int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, char *msg, size_t msg_cap)
+int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, hxs_error *err)
 {
         char named[SPIFFE_TD_MAX + 1] = "";
 
-        msg[0] = '\0';
         for (size_t i = 0; i < f->n_uris; i++) {
                 const char *u = f->uris[i];
                 size_t n = f->uri_lens[i];
@@ -715,28 +715,25 @@ int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, char *msg, size_t 
                 const char *rule = NULL;
                 if (memchr(u, '\0', n) || spiffe_id_check(u, n, &rule) < 0 ||
                     spiffe_trust_domain(u, n, td, sizeof(td)) < 0) {
-                        snprintf(msg, msg_cap, "its URI SAN \"%.*s\" is not a valid SPIFFE ID (%s)",
+                        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "its URI SAN \"%.*s\" is not a valid SPIFFE ID (%s)",
                                  (int)(n > 200 ? 200 : n), u, rule ? rule : "NUL byte");
-                        return -EINVAL;
                 }
                 if (named[0] && strcmp(named, td) != 0) {
-                        snprintf(msg, msg_cap, "it names two trust domains, %s and %s", named, td);
-                        return -EINVAL;
+                        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "it names two trust domains, %s and %s", named, td);
                 }
                 memcpy(named, td, strlen(td) + 1);
         }
         const char *td;
         if (f->bundle_td) {
                 if (named[0] && strcmp(named, f->bundle_td) != 0) {
-                        snprintf(msg, msg_cap,
+                        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL,
                                  "it names trust domain %s, but this is the bundle of %s (SPIFFE_TRUST_BUNDLES)",
                                  named, f->bundle_td);
-                        return -EINVAL;
                 }
                 td = f->bundle_td;
         } else if (named[0]) {
                 if (f->issuer_td && strcmp(f->issuer_td, named) != 0) {
-                        snprintf(msg, msg_cap,
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL,
                                  "it names trust domain %s but was issued by a CA of trust domain %s; "
                                  "list each trust domain's CAs in SPIFFE_TRUST_BUNDLES",
                                  named, f->issuer_td);
@@ -748,15 +745,13 @@ int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, char *msg, size_t 
         } else if (f->own_td && f->own_td[0]) {
                 td = f->own_td;
         } else {
-                snprintf(msg, msg_cap,
+                return hxs_fail(err, HXS_ERR_INVALID, -EINVAL,
                          "it names no trust domain (no spiffe:// URI SAN) and the service's own trust domain "
                          "is unknown (TLS_CERT_FILE has no SPIFFE ID): set SPIFFE_TRUST_DOMAIN, or list the "
                          "CA under its trust domain in SPIFFE_TRUST_BUNDLES");
-                return -EINVAL;
         }
         if (strlen(td) >= cap || trust_domain_check(td, strlen(td), NULL) < 0) {
-                snprintf(msg, msg_cap, "trust domain \"%.*s\" is not valid", 200, td);
-                return -EINVAL;
+                return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "trust domain \"%.*s\" is not valid", 200, td);
         }
         memcpy(ret, td, strlen(td) + 1);
         return 0;

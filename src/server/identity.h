@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "hexr-sandbox/sandbox.h"
+
 /* Longest SPIFFE ID we accept (the spec's SHOULD is 2048 bytes). */
 #define SPIFFE_ID_MAX 2048
 /* Longest trust domain (a DNS name). */
@@ -78,9 +80,10 @@ typedef struct allowlist {
         size_t n;
 } allowlist;
 
-/* Parses a comma list into *ret (freed with allowlist_free). -EINVAL with a message
- * naming the entry and the rule in msg. */
-int allowlist_parse(const char *text, allowlist *ret, char *msg, size_t msg_cap);
+/* Parses a comma list into *ret (freed with allowlist_free; nothing to free on
+ * failure). -EINVAL with err naming setting (AUTH_ALLOW, METRICS_ALLOW), the entry
+ * and the rule; -ENOMEM. */
+int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_error *err);
 bool allowlist_match(const allowlist *al, const char *id);
 void allowlist_free(allowlist *al);
 
@@ -100,8 +103,9 @@ typedef struct proxy_list {
         char *ids[TRUSTED_PROXIES_MAX]; /* malloc'ed, freed by proxies_free */
 } proxy_list;
 
-/* Parses into *ret (free with proxies_free; nothing to free on failure). */
-int proxies_parse(const char *text, proxy_list *ret, char *msg, size_t msg_cap);
+/* Parses into *ret (free with proxies_free; nothing to free on failure); -EINVAL with
+ * err naming the entry and the rule. */
+int proxies_parse(const char *text, proxy_list *ret, hxs_error *err);
 void proxies_free(proxy_list *pl);
 /* Does TRUSTED_PROXIES name addresses (or unix), SPIFFE IDs? */
 bool proxies_by_address(const proxy_list *pl);
@@ -124,7 +128,7 @@ typedef struct bundle_list {
 
 /* Parses into *ret (free with bundles_free; nothing to free on failure); -EINVAL with
  * a message naming the entry and the rule. */
-int bundles_parse(const char *text, bundle_list *ret, char *msg, size_t msg_cap);
+int bundles_parse(const char *text, bundle_list *ret, hxs_error *err);
 void bundles_free(bundle_list *bl);
 
 /* Which trust domain a CA certificate of a trust bundle belongs to (X509-SVID: a CA
@@ -137,7 +141,7 @@ void bundles_free(bundle_list *bl);
  *     names a trust domain other than its issuer's, or two, it is refused.
  * Non-SPIFFE URIs are ignored; a spiffe:// URI that is not a valid SPIFFE ID is
  * refused. 0 with the trust domain in ret (cap >= SPIFFE_TD_MAX + 1), or -EINVAL with
- * msg saying what is wrong and what to set. */
+ * err saying what is wrong and what to set. */
 typedef struct ca_facts {
         const char *const *uris;        /* its URI SANs, uri_lens[i] bytes each */
         const size_t *uri_lens;
@@ -146,4 +150,4 @@ typedef struct ca_facts {
         const char *issuer_td;
         const char *own_td;
 } ca_facts;
-int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, char *msg, size_t msg_cap);
+int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, hxs_error *err);

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/json.h"
 #include "server/call.h"
-#include "server/json.h"
 #include "server/log.h"
 
 static void timestamp(char *buf, size_t cap)

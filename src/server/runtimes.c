@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/json.h"
 #include "server/call.h"
-#include "server/json.h"
 #include "server/runtimes.h"
 #include "server/state.h"
 

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `hexr-sandbox serve`: reads the settings (environment, then --listen), opens the
- * engine and the listening socket, starts MHD in external-epoll mode, runs the loop
- * until a drain completes, and takes everything down again.
+ * The service as a whole (serve.h): opens the engine and the listening socket, sets up
+ * TLS and identities, starts MHD in external-epoll mode, runs the loop until a drain
+ * completes, and takes everything down again. The `serve` verb (src/cli/cli-serve.c)
+ * reads the settings and turns what happened into an exit status.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,39 +38,6 @@
 /* Per-connection memory for MHD's buffers: headers must fit. */
 #define CONNECTION_MEMORY_BYTES ((size_t)64 * 1024)
 
-#define EXIT_FAILURE_RUNTIME 1
-#define EXIT_USAGE 2
-
-static void usage(FILE *f)
-{
-        fprintf(f,
-                "Usage: hexr-sandbox serve [--listen ADDR]\n"
-                "\n"
-                "Runs the HTTP service: POST /api/v1/exec (alias POST /execute),\n"
-                "GET /api/v1/executions/{id}, GET /health, GET /metrics. Stops on SIGTERM or\n"
-                "SIGINT after running executions finish (at most DRAIN_TIMEOUT); SIGHUP reloads\n"
-                "the TLS certificate and key and the trust bundles (TLS_CLIENT_CA_FILE,\n"
-                "SPIFFE_TRUST_BUNDLES).\n"
-                "\n"
-                "Options:\n"
-                "  -l, --listen ADDR   listen address, overrides LISTEN_ADDRESS\n"
-                "                      (host:port, :port for every interface, or unix:/path)\n"
-                "  -h, --help          this text\n"
-                "\n"
-                "Settings (environment variables):\n");
-        size_t width = 0;
-        for (size_t i = 0; i < hxs_settings_count(); i++) {
-                size_t n = strlen(hxs_settings_get(i)->env);
-                if (n > width)
-                        width = n;
-        }
-        for (size_t i = 0; i < hxs_settings_count(); i++) {
-                const hxs_setting_info *s = hxs_settings_get(i);
-                fprintf(f, "  %-*s  %s (default: %s)\n", (int)width, s->env, s->help,
-                        s->default_text[0] ? s->default_text : "unset");
-        }
-}
-
 __attribute__((format(printf, 2, 0)))
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -85,42 +52,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
                 return; /* we closed a connection whose client left: not news */
         }
         log_line("http", "%s", msg);
-}
-
-static int parse_args(int argc, char **argv, const char **ret_listen)
-{
-        static const struct option options[] = {
-                { "listen", required_argument, NULL, 'l' },
-                { "help", no_argument, NULL, 'h' },
-                { NULL, 0, NULL, 0 },
-        };
-        int c;
-
-        /* argv[0] is the verb; tolerate the full command line too. */
-        if (argc > 1 && strcmp(argv[1], "serve") == 0 && strcmp(argv[0], "serve") != 0) {
-                argc--;
-                argv++;
-        }
-        optind = 0; /* GNU: start over, whatever parsed argv before us */
-        while ((c = getopt_long(argc, argv, "+l:h", options, NULL)) != -1) {
-                switch (c) {
-                case 'l':
-                        *ret_listen = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 1;
-                default:
-                        fprintf(stderr, "Try 'hexr-sandbox serve --help'.\n");
-                        return -EINVAL;
-                }
-        }
-        if (optind < argc) {
-                fprintf(stderr, "hexr-sandbox serve: unexpected argument '%s'\nTry 'hexr-sandbox serve --help'.\n",
-                        argv[optind]);
-                return -EINVAL;
-        }
-        return 0;
 }
 
 static void on_signals(watch *w, uint32_t events)
@@ -144,16 +75,11 @@ static void on_signals(watch *w, uint32_t events)
                                 srv->drain_deadline_ms = now_ms();
                         }
                         break;
-                case SIGHUP: {
+                case SIGHUP:
                         /* Certificates rotate (short-lived SVIDs); other settings are
-                         * read once, at start. A bad new file keeps the old ones. */
-                        char msg[512];
-                        if (tls_reload(srv, msg, sizeof(msg)) < 0)
-                                log_line("reload", "SIGHUP: keeping the current certificates: %s", msg);
-                        else
-                                log_line("reload", "SIGHUP: %s; other settings are read once, at start", msg);
+                         * read once, at start. */
+                        tls_reload(srv);
                         break;
-                }
                 default:
                         break;
                 }
@@ -281,8 +207,10 @@ static int start_mhd(hxs_server *srv)
         return 0;
 }
 
-static void teardown(hxs_server *srv)
+void hxs_server_free(hxs_server *srv)
 {
+        if (!srv)
+                return;
         if (srv->mhd) {
                 /* Anything still suspended is resumed and told, before MHD goes. */
                 admission_abort_all(srv);
@@ -304,7 +232,7 @@ static void teardown(hxs_server *srv)
         loop_free(srv->loop);
         srv->loop = NULL;
         hxs_engine_free(srv->engine);
-        srv->engine = NULL;
+        free(srv);
 }
 
 /* Is the listening socket reachable from loopback only? unix sockets count as local. */
@@ -326,86 +254,61 @@ static bool listen_is_local(const hxs_server *srv, int fd)
         return false;
 }
 
-int hxs_cli_serve(int argc, char **argv)
+/* MAX_CONCURRENT 0: one slot per core, at least two. */
+static void settle(hxs_config *cfg)
 {
-        const char *listen = NULL;
-        hxs_error err = { 0 };
-        int r;
-
-        r = parse_args(argc, argv, &listen);
-        if (r != 0)
-                return r > 0 ? 0 : EXIT_USAGE;
-
-        hxs_server *srv = calloc(1, sizeof(*srv));
-        if (!srv) {
-                fprintf(stderr, "hexr-sandbox: out of memory\n");
-                return EXIT_FAILURE_RUNTIME;
-        }
-        srv->sigfd = srv->listen_fd = -1;
-        srv->sig_watch.fd = srv->mhd_watch.fd = -1;
-        TAILQ_INIT(&srv->queue);
-        TAILQ_INIT(&srv->running);
-
-        int status = EXIT_FAILURE_RUNTIME;
-        r = hxs_config_from_env(&srv->cfg, &err);
-        if (r == 0 && listen)
-                r = hxs_config_set(&srv->cfg, "LISTEN_ADDRESS", listen, &err);
-        if (r < 0) {
-                fprintf(stderr, "hexr-sandbox: invalid setting: %s\n", err.message);
-                status = EXIT_USAGE;
-                goto out;
-        }
-        if (srv->cfg.max_concurrent == 0) {
+        if (cfg->max_concurrent == 0) {
                 long cores = sysconf(_SC_NPROCESSORS_ONLN);
-                srv->cfg.max_concurrent = cores > 2 ? (uint32_t)cores : 2;
+                cfg->max_concurrent = cores > 2 ? (uint32_t)cores : 2;
         }
+}
 
-        /* In a container, refuse to start without what sandboxes need (hostcheck.c),
-         * rather than fail every execution. */
-        char why[80], missing[2048];
-        if (hxs_in_container(why, sizeof(why)) && hxs_hostcheck(&srv->cfg, missing, sizeof(missing)) > 0) {
-                fprintf(stderr, "hexr-sandbox: this container (%s) lacks what sandboxes need: %s. "
-                        "See docs/deploy.md for the flags.\n", why, missing);
-                goto out;
-        }
+char *hxs_server_host_lacks(const hxs_config *cfg)
+{
+        char why[80], missing[2048], *text = NULL;
+        hxs_config settled = *cfg;
 
-        r = setup_fds(srv);
-        if (r < 0) {
-                fprintf(stderr, "hexr-sandbox: setting up the event loop: %s\n", strerror(-r));
-                goto out;
-        }
-        r = hxs_engine_new(&srv->cfg, &srv->engine, &err);
-        if (r < 0) {
-                fprintf(stderr, "hexr-sandbox: cannot start the engine: %s\n", err.message);
-                if (err.kind == HXS_ERR_INVALID)
-                        status = EXIT_USAGE;
-                goto out;
-        }
-        r = listen_open(srv, srv->cfg.listen_address, &err);
-        if (r < 0) {
-                fprintf(stderr, "hexr-sandbox: %s\n", err.message);
-                if (err.kind == HXS_ERR_INVALID)
-                        status = EXIT_USAGE;
-                goto out;
-        }
-        r = tls_open(srv, &err);
+        settle(&settled);
+        if (!hxs_in_container(why, sizeof(why)) || hxs_hostcheck(&settled, missing, sizeof(missing)) == 0)
+                return NULL;
+        if (asprintf(&text, "this container (%s) lacks what sandboxes need: %s. "
+                     "See docs/deploy.md for the flags.", why, missing) < 0)
+                return strdup("this container lacks what sandboxes need (out of memory to say what)");
+        return text;
+}
+
+/* A setting the service itself checks (TLS, identities) is wrong: exit status 2. */
+static int fail_setting(hxs_error *err, int r)
+{
+        hxs_wrap(err, r, "invalid setting");
+        err->kind = HXS_ERR_INVALID;
+        return r;
+}
+
+/* Everything the service needs, in order; err says what failed. */
+static int open_all(hxs_server *srv, hxs_error *err)
+{
+        int r = setup_fds(srv);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "setting up the event loop: %s", strerror(-r));
+        r = hxs_engine_new(&srv->cfg, &srv->engine, err);
+        if (r < 0)
+                return hxs_wrap(err, r, "cannot start the engine");
+        r = listen_open(srv, srv->cfg.listen_address, err);
+        if (r < 0)
+                return r;
+        r = tls_open(srv, err);
         if (r == 0)
-                r = auth_setup(srv, &err);
-        if (r < 0) {
-                fprintf(stderr, "hexr-sandbox: invalid setting: %s\n", err.message);
-                status = EXIT_USAGE;
-                goto out;
-        }
-        if (!srv->identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(srv, srv->listen_fd)) {
-                fprintf(stderr,
-                        "hexr-sandbox: invalid setting: LISTEN_ADDRESS %s is not loopback, and callers are not "
-                        "identified: anyone who reaches it could run code. Configure mTLS (TLS_CLIENT_CA_FILE) "
-                        "or a trusted proxy (TRUSTED_PROXIES) with AUTH_ALLOW, or set ALLOW_NON_LOOPBACK=on "
-                        "if something in front of the service authenticates callers.\n",
-                        srv->listen_text);
-                status = EXIT_USAGE;
-                goto out;
-        }
+                r = auth_setup(srv, err);
+        if (r < 0)
+                return fail_setting(err, r);
+        if (!srv->identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(srv, srv->listen_fd))
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
+                                      "invalid setting: LISTEN_ADDRESS %s is not loopback, and callers are not "
+                                      "identified: anyone who reaches it could run code. Configure mTLS (TLS_CLIENT_CA_FILE) "
+                                      "or a trusted proxy (TRUSTED_PROXIES) with AUTH_ALLOW, or set ALLOW_NON_LOOPBACK=on "
+                                      "if something in front of the service authenticates callers.",
+                                      srv->listen_text);
         /* One caller may not hold every slot while others wait (callers.c). */
         srv->quota_running = srv->cfg.quota_running;
         if (!srv->quota_running && srv->identity_on) {
@@ -414,18 +317,44 @@ int hxs_cli_serve(int argc, char **argv)
         }
         /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
         admission_setup(srv);
-        if (callers_setup(srv) < 0 || records_setup(srv) < 0 || conn_setup(srv) < 0) {
-                fprintf(stderr, "hexr-sandbox: out of memory\n");
-                goto out;
-        }
+        if (callers_setup(srv) < 0 || records_setup(srv) < 0 || conn_setup(srv) < 0)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = start_mhd(srv);
-        if (r < 0) {
-                fprintf(stderr, "hexr-sandbox: cannot start the HTTP server on %s\n", srv->listen_text);
-                goto out;
-        }
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen_text);
+        return 0;
+}
 
-        fprintf(stderr, "hexr-sandbox: listening on %s\n", srv->listen_text);
+int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err)
+{
+        hxs_server *srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        srv->sigfd = srv->listen_fd = -1;
+        srv->sig_watch.fd = srv->mhd_watch.fd = -1;
+        TAILQ_INIT(&srv->queue);
+        TAILQ_INIT(&srv->running);
+        srv->cfg = *cfg;
+        settle(&srv->cfg);
+
+        int r = open_all(srv, err);
+        if (r < 0) {
+                hxs_server_free(srv);
+                return r;
+        }
+        *ret = srv;
+        return 0;
+}
+
+const char *hxs_server_address(const hxs_server *srv)
+{
+        return srv->listen_text;
+}
+
+int hxs_server_run(hxs_server *srv)
+{
         char running[64] = "";
+
         if (srv->quota_running && srv->quota_running < srv->cfg.max_concurrent)
                 snprintf(running, sizeof(running), " (%u per caller)", srv->quota_running);
         log_line("start", "backend %s, max_concurrent %u%s, max_queue %u, %s, callers %s, version %s",
@@ -434,11 +363,7 @@ int hxs_cli_serve(int argc, char **argv)
                  tls_mutual(srv) ? "mTLS" : tls_enabled(srv) ? "TLS" : "plain HTTP",
                  srv->identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
 
-        r = loop_run(srv->loop);
-        status = r < 0 ? EXIT_FAILURE_RUNTIME : 0;
+        int r = loop_run(srv->loop);
         log_line("stop", "stopped%s", r < 0 ? " after an error" : "");
-out:
-        teardown(srv);
-        free(srv);
-        return status;
+        return r;
 }

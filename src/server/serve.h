@@ -1,8 +1,35 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The `serve` verb, called by src/cli/main.c. */
+/*
+ * The HTTP service's public face, used by the `serve` verb (src/cli/cli-serve.c):
+ *
+ *   hxs_server_new    opens everything the service needs for a configuration
+ *   hxs_server_run    serves until SIGTERM/SIGINT and a drain (SIGHUP reloads TLS)
+ *   hxs_server_free   takes it all down again
+ *
+ * The service blocks SIGTERM, SIGINT and SIGHUP (it reads them from a signalfd) and
+ * ignores SIGPIPE, and it logs one JSON line per event on stderr.
+ */
 #pragma once
 
-/* `hexr-sandbox serve [--listen ADDR] [--help]`. argv[0] is the verb ("serve"); options
- * follow. Returns the process exit status: 0 after a clean stop (SIGTERM/SIGINT and a
- * drain), 1 when the service failed, 2 for invalid options or settings. */
-int hxs_cli_serve(int argc, char **argv);
+#include "hexr-sandbox/sandbox.h"
+
+typedef struct hxs_server hxs_server;
+
+/* In a container: what sandboxes need and this one lacks (hostcheck), as a sentence to
+ * print; NULL when nothing is missing or this is no container. The caller frees it. */
+char *hxs_server_host_lacks(const hxs_config *cfg);
+
+/* The service for cfg (copied): engine, listening socket, TLS, identities, MHD.
+ * Returns 0 and the server in *ret, or a negative errno and err: kind HXS_ERR_INVALID
+ * when a setting is wrong (the message names it), another kind when the service could
+ * not start. */
+int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err);
+
+/* Where it listens: 127.0.0.1:8080, [::1]:8080 or unix:/path, the port the one bound. */
+const char *hxs_server_address(const hxs_server *srv);
+
+/* Serves until a drain completes: 0, or a negative errno when the loop failed. */
+int hxs_server_run(hxs_server *srv);
+
+/* Anything still running is killed and every waiting client answered. NULL is fine. */
+void hxs_server_free(hxs_server *srv);

@@ -80,22 +80,23 @@ struct tls_state {
 /* The handshake callback has only the session: one daemon per process. */
 static tls_state *current;
 
-static int read_pem(const char *path, gnutls_datum_t *ret, char *msg, size_t cap, const char *setting)
+static int read_pem(const char *path, gnutls_datum_t *ret, hxs_error *err, const char *setting)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         struct stat st;
 
         if (fd < 0 || fstat(fd, &st) < 0) {
-                snprintf(msg, cap, "%s: %s: %s", setting, path, strerror(errno));
-                return -errno;
+                int r = negative_errno();
+                return hxs_fail_field(err, HXS_ERR_INVALID, r, setting, "%s: %s: %s", setting, path,
+                                      strerror(-r));
         }
         if (!S_ISREG(st.st_mode) || (size_t)st.st_size > PEM_MAX || st.st_size == 0) {
-                snprintf(msg, cap, "%s: %s: not a regular file of 1 to %zu bytes", setting, path, PEM_MAX);
+                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: not a regular file of 1 to %zu bytes", setting, path, PEM_MAX);
                 return -EINVAL;
         }
         unsigned char *buf = gnutls_malloc((size_t)st.st_size + 1);
         if (!buf) {
-                snprintf(msg, cap, "%s: out of memory", setting);
+                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 return -ENOMEM;
         }
         size_t got = 0;
@@ -104,7 +105,7 @@ static int read_pem(const char *path, gnutls_datum_t *ret, char *msg, size_t cap
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
-                        snprintf(msg, cap, "%s: %s: short read", setting, path);
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: short read", setting, path);
                         gnutls_free(buf);
                         return -EIO;
                 }
@@ -242,7 +243,7 @@ static void free_crts(gnutls_x509_crt_t *crts, unsigned n)
  * issuer inside the file), then handed to that trust domain's list.
  */
 static int load_bundle(tls_state *t, const char *setting, const char *path, const char *bundle_td,
-                       char *msg, size_t cap)
+                       hxs_error *err)
 {
         gnutls_datum_t pem = { 0 };
         gnutls_x509_crt_t *crts = NULL;
@@ -250,19 +251,20 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         char (*td)[SPIFFE_TD_MAX + 1] = NULL;
         int *issuer = NULL;
         uri_sans *u = malloc(sizeof(*u));
-        char name[200], why[600];
+        char name[200];
+        hxs_error why = { 0 };
         int r;
 
         if (!u) {
-                snprintf(msg, cap, "%s: out of memory", setting);
+                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 return -ENOMEM;
         }
-        r = read_pem(path, &pem, msg, cap, setting);
+        r = read_pem(path, &pem, err, setting);
         if (r < 0)
                 goto out;
         r = import_all(&pem, BUNDLE_CAS_MAX, &crts, &n);
         if (r < 0) {
-                snprintf(msg, cap, "%s: %s: %s", setting, path,
+                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: %s", setting, path,
                          r == GNUTLS_E_NO_CERTIFICATE_FOUND ? "no certificate in it" :
                          r == GNUTLS_E_CERTIFICATE_LIST_UNSORTED ? "more than 512 certificates" :
                                                                    gnutls_strerror(r));
@@ -272,7 +274,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         td = calloc(n, sizeof(*td));
         issuer = calloc(n, sizeof(*issuer));
         if (!td || !issuer) {
-                snprintf(msg, cap, "%s: out of memory", setting);
+                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 r = -ENOMEM;
                 goto out;
         }
@@ -280,7 +282,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                 unsigned critical = 0;
                 if (gnutls_x509_crt_get_ca_status(crts[i], &critical) <= 0) {
                         cert_name(crts[i], name, sizeof(name));
-                        snprintf(msg, cap, "%s: %s: \"%s\" is not a CA certificate (basicConstraints CA:TRUE); "
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: \"%s\" is not a CA certificate (basicConstraints CA:TRUE); "
                                  "a bundle holds its trust domain's CAs", setting, path, name);
                         r = -EINVAL;
                         goto out;
@@ -308,7 +310,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                         }
                         if (cert_uris(crts[i], u) < 0) {
                                 cert_name(crts[i], name, sizeof(name));
-                                snprintf(msg, cap, "%s: %s: CA \"%s\": unreadable or too many URI SANs", setting,
+                                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: CA \"%s\": unreadable or too many URI SANs", setting,
                                          path, name);
                                 r = -EINVAL;
                                 goto out;
@@ -317,9 +319,9 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                                        .bundle_td = bundle_td,
                                        .issuer_td = j >= 0 && td[j][0] ? td[j] : NULL,
                                        .own_td = t->own_td[0] ? t->own_td : NULL };
-                        if (ca_trust_domain(&f, td[i], sizeof(td[i]), why, sizeof(why)) < 0) {
+                        if (ca_trust_domain(&f, td[i], sizeof(td[i]), &why) < 0) {
                                 cert_name(crts[i], name, sizeof(name));
-                                snprintf(msg, cap, "%s: %s: CA \"%s\": %s", setting, path, name, why);
+                                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: CA \"%s\": %s", setting, path, name, why.message);
                                 r = -EINVAL;
                                 goto out;
                         }
@@ -328,7 +330,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         for (unsigned i = 0; i < n; i++) {
                 trust_domain *d = domain_get(t, td[i]);
                 if (!d || gnutls_x509_trust_list_add_cas(d->list, &crts[i], 1, 0) != 1) {
-                        snprintf(msg, cap, "%s: %s: cannot add a CA (out of memory)", setting, path);
+                        hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: %s: cannot add a CA (out of memory)", setting, path);
                         r = -ENOMEM;
                         goto out;
                 }
@@ -339,7 +341,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         size_t old = t->ca_for_mhd ? strlen(t->ca_for_mhd) : 0;
         char *all = realloc(t->ca_for_mhd, old + pem.size + 2);
         if (!all) {
-                snprintf(msg, cap, "%s: out of memory", setting);
+                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 r = -ENOMEM;
                 goto out;
         }
@@ -360,7 +362,7 @@ out:
 
 /* The service's own trust domain: SPIFFE_TRUST_DOMAIN, else that of the SPIFFE ID in
  * TLS_CERT_FILE's first certificate (when it names exactly one). */
-static int own_trust_domain(const hxs_config *cfg, tls_state *t, char *msg, size_t cap)
+static int own_trust_domain(const hxs_config *cfg, tls_state *t, hxs_error *err)
 {
         const char *rule = NULL;
         const char *v = cfg->spiffe_trust_domain;
@@ -368,11 +370,11 @@ static int own_trust_domain(const hxs_config *cfg, tls_state *t, char *msg, size
         t->own_td[0] = '\0';
         if (v[0]) {
                 if (strncmp(v, "spiffe://", 9) == 0) {
-                        snprintf(msg, cap, "SPIFFE_TRUST_DOMAIN: \"%.200s\": write the trust domain without spiffe://", v);
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN: \"%.200s\": write the trust domain without spiffe://", v);
                         return -EINVAL;
                 }
                 if (trust_domain_check(v, strlen(v), &rule) < 0) {
-                        snprintf(msg, cap, "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", v, rule);
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", v, rule);
                         return -EINVAL;
                 }
                 snprintf(t->own_td, sizeof(t->own_td), "%s", v);
@@ -404,7 +406,7 @@ static int own_trust_domain(const hxs_config *cfg, tls_state *t, char *msg, size
 
 /* Reads and checks the server's files and the trust bundles into a new state;
  * nothing is swapped here. */
-static int state_load(const hxs_config *cfg, tls_state **ret, char *msg, size_t cap)
+static int state_load(const hxs_config *cfg, tls_state **ret, hxs_error *err)
 {
         tls_state *t = calloc(1, sizeof(*t));
         gnutls_certificate_credentials_t cred = NULL;
@@ -412,13 +414,13 @@ static int state_load(const hxs_config *cfg, tls_state **ret, char *msg, size_t 
         int r = 0;
 
         if (!t) {
-                snprintf(msg, cap, "TLS: out of memory");
+                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "TLS: out of memory");
                 return -ENOMEM;
         }
         if (cfg->tls_cert_file[0]) {
-                r = read_pem(cfg->tls_cert_file, &t->cert, msg, cap, "TLS_CERT_FILE");
+                r = read_pem(cfg->tls_cert_file, &t->cert, err, "TLS_CERT_FILE");
                 if (r == 0)
-                        r = read_pem(cfg->tls_key_file, &t->key, msg, cap, "TLS_KEY_FILE");
+                        r = read_pem(cfg->tls_key_file, &t->key, err, "TLS_KEY_FILE");
                 if (r < 0)
                         goto fail;
                 /* Each file on its own first: gnutls_certificate_set_x509_key_mem2 leaks what it
@@ -429,7 +431,7 @@ static int state_load(const hxs_config *cfg, tls_state **ret, char *msg, size_t 
                 if (r >= 0)
                         free_crts(crts, n_crts);
                 if (r < 0) {
-                        snprintf(msg, cap, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
                                  r == GNUTLS_E_NO_CERTIFICATE_FOUND || r == GNUTLS_E_CERTIFICATE_LIST_UNSORTED ?
                                  "not 1 to 16 PEM certificates" : gnutls_strerror(r));
                         r = -EINVAL;
@@ -442,39 +444,39 @@ static int state_load(const hxs_config *cfg, tls_state **ret, char *msg, size_t 
                 if (key)
                         gnutls_privkey_deinit(key);
                 if (r < 0) {
-                        snprintf(msg, cap, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
                                  cfg->tls_key_file, gnutls_strerror(r));
                         r = -EINVAL;
                         goto fail;
                 }
                 /* Does the key belong to the certificate? GnuTLS checks when both are set. */
                 if (gnutls_certificate_allocate_credentials(&cred) < 0) {
-                        snprintf(msg, cap, "TLS: out of memory");
+                        hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "TLS: out of memory");
                         r = -ENOMEM;
                         goto fail;
                 }
                 r = gnutls_certificate_set_x509_key_mem2(cred, &t->cert, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
                 gnutls_certificate_free_credentials(cred);
                 if (r < 0) {
-                        snprintf(msg, cap, "TLS_CERT_FILE, TLS_KEY_FILE: %s and %s: %s", cfg->tls_cert_file,
+                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE, TLS_KEY_FILE: %s and %s: %s", cfg->tls_cert_file,
                                  cfg->tls_key_file, gnutls_strerror(r));
                         r = -EINVAL;
                         goto fail;
                 }
         }
-        r = own_trust_domain(cfg, t, msg, cap);
+        r = own_trust_domain(cfg, t, err);
         if (r < 0)
                 goto fail;
-        r = bundles_parse(cfg->spiffe_trust_bundles, &bl, msg, cap);
+        r = bundles_parse(cfg->spiffe_trust_bundles, &bl, err);
         if (r < 0)
                 goto fail;
         for (size_t i = 0; i < bl.n; i++) {
-                r = load_bundle(t, "SPIFFE_TRUST_BUNDLES", bl.e[i].path, bl.e[i].td, msg, cap);
+                r = load_bundle(t, "SPIFFE_TRUST_BUNDLES", bl.e[i].path, bl.e[i].td, err);
                 if (r < 0)
                         goto fail;
         }
         if (cfg->tls_client_ca_file[0]) {
-                r = load_bundle(t, "TLS_CLIENT_CA_FILE", cfg->tls_client_ca_file, NULL, msg, cap);
+                r = load_bundle(t, "TLS_CLIENT_CA_FILE", cfg->tls_client_ca_file, NULL, err);
                 if (r < 0)
                         goto fail;
         }
@@ -547,7 +549,7 @@ static void domains_text(const tls_state *t, char *buf, size_t cap)
 
 int tls_open(hxs_server *srv, hxs_error *err)
 {
-        char msg[1024];
+        char domains[1024];
         const hxs_config *cfg = &srv->cfg;
 
         if (!cfg->tls_cert_file[0] && !cfg->spiffe_trust_bundles[0]) {
@@ -561,13 +563,13 @@ int tls_open(hxs_server *srv, hxs_error *err)
                                               rule ? rule : "write the trust domain without spiffe://");
                 return 0;
         }
-        int r = state_load(cfg, &srv->tls, msg, sizeof(msg));
+        int r = state_load(cfg, &srv->tls, err);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INVALID, r, "%s", msg);
+                return r;
         current = srv->tls;
         if (srv->tls->n_domains) {
-                domains_text(srv->tls, msg, sizeof(msg));
-                log_line("start", "trust bundles: %s; own trust domain %s", msg,
+                domains_text(srv->tls, domains, sizeof(domains));
+                log_line("start", "trust bundles: %s; own trust domain %s", domains,
                          srv->tls->own_td[0] ? srv->tls->own_td : "unknown");
         }
         return 0;
@@ -603,17 +605,22 @@ const char *tls_mhd_trust(const hxs_server *srv)
         return tls_enabled(srv) ? srv->tls->ca_for_mhd : NULL;
 }
 
-int tls_reload(hxs_server *srv, char *msg, size_t cap)
+void tls_reload(hxs_server *srv)
 {
         tls_state *t = NULL;
+        hxs_error err = { 0 };
+        char done[512];
 
         if (!srv->tls) {
-                snprintf(msg, cap, "no TLS and no trust bundles configured: nothing to reload");
-                return 0;
+                log_line("reload", "SIGHUP: %s; other settings are read once, at start",
+                         "no TLS and no trust bundles configured: nothing to reload");
+                return;
         }
-        int r = state_load(&srv->cfg, &t, msg, cap);
-        if (r < 0)
-                return r; /* the old certificates stay */
+        if (state_load(&srv->cfg, &t, &err) < 0) {
+                /* the old certificates stay */
+                log_line("reload", "SIGHUP: keeping the current certificates: %s", err.message);
+                return;
+        }
         /* MHD keeps the start-time bundle's pointer: it stays with the new state. */
         char *keep = srv->tls->ca_for_mhd;
         srv->tls->ca_for_mhd = NULL;
@@ -625,9 +632,9 @@ int tls_reload(hxs_server *srv, char *msg, size_t cap)
         current = t;
         char domains[600];
         domains_text(t, domains, sizeof(domains));
-        snprintf(msg, cap, "certificates reloaded (%u since start)%s%s", t->reloads,
+        snprintf(done, sizeof(done), "certificates reloaded (%u since start)%s%s", t->reloads,
                  domains[0] ? "; trust bundles: " : "", domains);
-        return 0;
+        log_line("reload", "SIGHUP: %s; other settings are read once, at start", done);
 }
 
 void tls_close(hxs_server *srv)

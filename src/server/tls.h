@@ -20,7 +20,9 @@ bool tls_has_bundles(const struct hxs_server *srv);    /* some trust domain has 
 bool tls_has_bundle(const struct hxs_server *srv, const char *td);
 void *tls_cert_callback(void);                  /* for MHD_OPTION_HTTPS_CERT_CALLBACK2 */
 const char *tls_mhd_trust(const struct hxs_server *srv); /* for MHD_OPTION_HTTPS_MEM_TRUST */
-int tls_reload(struct hxs_server *srv, char *msg, size_t cap); /* SIGHUP; msg says what happened */
+/* SIGHUP: the certificates, keys and trust bundles again; a bad new file keeps the old
+ * ones. Logs what happened. */
+void tls_reload(struct hxs_server *srv);
 void tls_close(struct hxs_server *srv);
 /* The connection's verified client SPIFFE ID into ret, or -EACCES and why. */
 int tls_peer_id(struct hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,

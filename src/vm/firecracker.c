@@ -7,7 +7,7 @@
  *
  * The jail does what Firecracker's jailer does, in the clone3 child before exec:
  *  - its own cgroups (memory: guest RAM + FC_MEM_OVERHEAD_MB, pids, cpu), joined
- *    at birth (CLONE_INTO_CGROUP for v2, the tasks file for v1), see ns/cgroup.h;
+ *    at birth (CLONE_INTO_CGROUP for v2, the tasks file for v1), see core/cgroup.h;
  *  - new mount, pid, net, ipc and uts namespaces: Firecracker is PID 1 of its own
  *    pid namespace and has no network interface but a down loopback;
  *  - a root of its own: a small tmpfs mounted (in the child's private mount
@@ -65,7 +65,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/macro.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 #include "vm/fc-api.h"
 #include "vm/vm.h"
 
@@ -475,7 +475,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                           .pids_max = FC_PIDS_MAX, .cpus_milli = FC_CPUS_MILLI };
         char name[96];
         sweep_jails(h->state_dir);
-        int r = vm_cgroup_create(&lim, &v->cg, name, sizeof(name), err);
+        int r = vm_cgroup_create(h, &lim, &v->cg, name, sizeof(name), err);
         if (r < 0)
                 return hxs_wrap(err, r, "firecracker");
         v->have_cg = true;

@@ -305,7 +305,7 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         };
         cg_limits lim = { .memory_bytes = ((uint64_t)ram_mb + QEMU_MEM_OVERHEAD_MB) << 20,
                           .pids_max = QEMU_PIDS_MAX, .cpus_milli = QEMU_CPUS_MILLI };
-        if ((r = vm_cgroup_create(&lim, &v->cg, NULL, 0, err)) < 0)
+        if ((r = vm_cgroup_create(h, &lim, &v->cg, NULL, 0, err)) < 0)
                 goto out;
         v->have_cg = true;
         if ((r = cg_join_open(&v->cg, &join, err)) < 0)

@@ -19,8 +19,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/macro.h"
-#include "engine/engine.h"
-#include "engine/exec.h"
+#include "engine/backend.h"
 #include "engine/runtime.h"
 #include "vm/vm.h"
 
@@ -39,12 +38,15 @@
 
 enum { TAG_CHAN = 1, TAG_PIDFD, TAG_TIMER, TAG_SPAWNED };
 
+/* The backend's state, per engine. */
 struct vm_backend {
+        const hxs_config *cfg;
         vm_host host;
         vm_pool *pool;
         vm_spawner *spawner;    /* cold starts, when the pool has none */
 };
 
+/* One execution's VM (at x->priv). */
 struct vm_exec {
         vm_instance vm;
         bool have_vm;
@@ -99,9 +101,8 @@ static int append_chunks(uint8_t *buf, size_t *len, hxp_type type, const uint8_t
 }
 
 /* RUN, CODE..., STDIN..., an empty STDIN, START: one buffer written as the VM reads. */
-static int build_request(hxs_exec *x, hxs_error *err)
+static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
 {
-        const hxs_config *cfg = &x->engine->cfg;
         const hxs_request *req = x->req;
         char **env = NULL;
         int r = hxs_exec_env(req, NULL, &env);
@@ -136,7 +137,7 @@ static int build_request(hxs_exec *x, hxs_error *err)
                                       "env_vars: more than the microVM backend takes (%u variables, "
                                       "%u bytes in all)", HXP_ENV_MAX, HXP_PAYLOAD_MAX - 1024);
         }
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         size_t total = HXP_HEADER_SIZE + b.len + chunked_size(req->code_len) +
                        chunked_size(req->stdin_len) + 2 * HXP_HEADER_SIZE;
         vx->out = malloc(total);
@@ -173,7 +174,7 @@ static void set_failure(hxs_exec *x, const char *what, const char *detail)
 
 static void finish(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         hxs_result *res = &x->result;
         res->execution_time_ms = hxs_exec_elapsed_ms(x);
         if (vx->got_exit) {
@@ -213,7 +214,7 @@ static void finish(hxs_exec *x)
 /* The VM is there: its channel and its process join the execution's events. */
 static int watch_vm(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         vx->have_vm = true;
         vx->out_armed = true;
         int r;
@@ -223,16 +224,13 @@ static int watch_vm(hxs_exec *x)
         return 0;
 }
 
-static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
+static int vm_start(void *state, hxs_exec *x, hxs_error *err)
 {
-        struct vm_backend *b = e->vm;
-        struct vm_exec *vx = calloc(1, sizeof(*vx));
-        if (!vx)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        struct vm_backend *b = state;
+        struct vm_exec *vx = x->priv;
         vx->timer_fd = vx->job_fd = -1;
-        x->vm = vx;
         clock_gettime(CLOCK_MONOTONIC, &x->started);
-        int r = build_request(x, err);
+        int r = build_request(b->cfg, x, err);
         if (r < 0)
                 return r;
         uint32_t ram = hxs_request_memory_mb(x->req) + VM_OVERHEAD_MB;
@@ -264,7 +262,7 @@ static int vm_start(hxs_engine *e, hxs_exec *x, hxs_error *err)
  * over. */
 static bool spawned(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->job_fd, NULL);
         hxs_error err = { 0 };
         int r = vm_spawn_job_take(vx->job, &vx->vm, &err);
@@ -287,7 +285,7 @@ static bool spawned(hxs_exec *x)
 
 static void send_pending(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         while (vx->out_off < vx->out_len) {
                 ssize_t w = write(vx->vm.chan, vx->out + vx->out_off, vx->out_len - vx->out_off);
                 if (w < 0) {
@@ -313,7 +311,7 @@ static void send_pending(hxs_exec *x)
  * is over. */
 static bool receive(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         size_t bytes = 0;
         for (unsigned frames = 0; frames < RECEIVE_BUDGET_FRAMES && bytes < RECEIVE_BUDGET_BYTES; frames++) {
                 hxp_frame f;
@@ -363,7 +361,7 @@ static bool receive(hxs_exec *x)
 
 static int vm_process(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
+        struct vm_exec *vx = x->priv;
         struct epoll_event evs[4];
         int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
         bool over = false, readable = false;
@@ -402,55 +400,55 @@ static int vm_process(hxs_exec *x)
 
 static void vm_kill(hxs_exec *x)
 {
-        if (x->vm && !x->done)
+        if (!x->done)
                 finish(x);
 }
 
 static void vm_release(hxs_exec *x)
 {
-        struct vm_exec *vx = x->vm;
-        if (!vx)
-                return;
+        struct vm_exec *vx = x->priv;
         vm_spawn_job_abandon(vx->job);
         if (vx->have_vm)
                 vm_destroy(&vx->vm);
         if (vx->timer_fd >= 0)
                 close(vx->timer_fd);
         free(vx->out);
-        free(vx);
-        x->vm = NULL;
+        vx->out = NULL;
 }
 
 /* ---- engine ------------------------------------------------------------------------ */
 
-static int vm_init(hxs_engine *e, hxs_error *err)
+static int vm_init(const backend_env *env, void **ret_state, hxs_error *err)
 {
         struct vm_backend *b = calloc(1, sizeof(*b));
         if (!b)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
-        e->vm = b;
-        int r = vm_host_init(&b->host, &e->cfg, e->kind, err);
+        *ret_state = b;
+        const hxs_config *cfg = b->cfg = env->cfg;
+        int r = vm_host_init(&b->host, cfg, env->kind, err);
+        b->host.cg = env->cg; /* before the spawner and the pool copy the host */
         if (r == 0)
                 r = vm_spawner_new(&b->host, &b->spawner, err);
         if (r < 0)
                 return r;
-        return vm_pool_new(&b->host, e->cfg.vm_pool_size, e->cfg.vm_pool_memory_mb,
-                           e->cfg.max_memory_mb + VM_OVERHEAD_MB, &b->pool, err);
+        return vm_pool_new(&b->host, cfg->vm_pool_size, cfg->vm_pool_memory_mb,
+                           cfg->max_memory_mb + VM_OVERHEAD_MB, &b->pool, err);
 }
 
-static void vm_fini(hxs_engine *e)
+static void vm_fini(void *state)
 {
-        if (!e->vm)
+        struct vm_backend *b = state;
+        if (!b)
                 return;
-        vm_pool_free(e->vm->pool);
-        vm_spawner_free(e->vm->spawner);
-        free(e->vm);
-        e->vm = NULL;
+        vm_pool_free(b->pool);
+        vm_spawner_free(b->spawner);
+        free(b);
 }
 
-static int vm_check(hxs_engine *e, hxs_error *err)
+static int vm_check(void *state, hxs_error *err)
 {
-        const vm_host *h = &e->vm->host;
+        struct vm_backend *b = state;
+        const vm_host *h = &b->host;
         const char *files[] = { h->hypervisor, h->kernel, h->initrd, h->rootfs };
         for (size_t i = 0; i < ARRAY_SIZE(files); i++)
                 if (access(files[i], R_OK) < 0)
@@ -458,24 +456,29 @@ static int vm_check(hxs_engine *e, hxs_error *err)
         return 0;
 }
 
-void hxs_vm_stats(hxs_engine *e, hxs_engine_stats *st)
+static void vm_stats(void *state, hxs_engine_stats *st)
 {
-        if (!e->vm)
-                return;
-        st->vm_accel = e->vm->host.kvm ? "kvm" : "tcg";
-        if (e->vm->pool)
-                vm_pool_state(e->vm->pool, &st->vm_pool_ready, &st->vm_pool_target,
+        struct vm_backend *b = state;
+        st->vm_accel = b->host.kvm ? "kvm" : "tcg";
+        if (b->pool)
+                vm_pool_state(b->pool, &st->vm_pool_ready, &st->vm_pool_target,
                               &st->vm_booted, &st->vm_boot_failures);
 }
 
-const hxs_backend_ops hxs_qemu_backend = {
+const backend_ops qemu_backend = {
         .name = "qemu",
-        .init = vm_init, .fini = vm_fini, .check = vm_check,
+        .features = BACKEND_BUILT_IMAGE,
+        .exec_size = sizeof(struct vm_exec),
+        .usable = vm_qemu_usable, .probe = vm_probe,
+        .init = vm_init, .fini = vm_fini, .check = vm_check, .stats = vm_stats,
         .start = vm_start, .process = vm_process, .kill = vm_kill, .release = vm_release,
 };
 
-const hxs_backend_ops hxs_firecracker_backend = {
+const backend_ops firecracker_backend = {
         .name = "firecracker",
-        .init = vm_init, .fini = vm_fini, .check = vm_check,
+        .features = BACKEND_BUILT_IMAGE,
+        .exec_size = sizeof(struct vm_exec),
+        .usable = vm_firecracker_usable, .probe = NULL, /* qemu's lines cover it */
+        .init = vm_init, .fini = vm_fini, .check = vm_check, .stats = vm_stats,
         .start = vm_start, .process = vm_process, .kill = vm_kill, .release = vm_release,
 };

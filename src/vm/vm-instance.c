@@ -71,6 +71,28 @@ int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
         return 0;
 }
 
+int vm_cgroup_create(const vm_host *h, const cg_limits *lim, cg_exec *ret, char *name, size_t name_size,
+                     hxs_error *err)
+{
+        int r = cg_exec_create(h->cg, lim, ret, err);
+        if (r < 0)
+                return hxs_wrap(err, r, "the microVM's cgroup");
+        if (name)
+                cg_exec_name(ret, name, name_size);
+        return 0;
+}
+
+void vm_cgroup_destroy(vm_instance *v)
+{
+        if (!v->have_cg)
+                return;
+        cg_exec_kill(&v->cg);
+        /* v1 lets go of a cgroup a moment after its last task was reaped */
+        for (int i = 0; i < 100 && cg_exec_remove(&v->cg) == -EBUSY; i++)
+                usleep(2000);
+        v->have_cg = false;
+}
+
 void vm_destroy(vm_instance *v)
 {
         if (v->pidfd >= 0) {

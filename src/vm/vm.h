@@ -19,26 +19,12 @@
 #include <time.h>
 
 #include "hexr-sandbox/sandbox.h"
-#include "ns/cgroup.h"
+#include "core/uids.h"
+#include "core/cgroup.h"
 #include "proto/proto.h"
 
 /* Guest memory on top of the program's memory_mb: kernel, agent, page tables. */
 #define VM_OVERHEAD_MB    128u
-/*
- * Host uids, SANDBOX_UID_BASE + these: one per role, so that nothing compromised in
- * one role runs as another's uid (a uid can ptrace, signal and spend the per-user
- * kernel budgets of its own processes). The one place they are all listed:
- *      +0      a sandbox's root (its user namespace maps 0 here)
- *      +1000   the "sandbox" user programs run as (NS_SANDBOX_UID)
- *      +2000   warm templates (NS_TEMPLATE_UID, src/ns/ns.h)
- *      +3000   the package downloader (NS_FETCH_UID, src/ns/ns.h)
- *      +3001   QEMU (VM_QEMU_UID)
- *      +3002   Firecracker (VM_FIRECRACKER_UID)
- * Every QEMU shares +3001 (and every Firecracker +3002): each is PID 1 of a pid
- * namespace of its own, so none can see another to ptrace or signal it.
- */
-#define VM_QEMU_UID         3001u
-#define VM_FIRECRACKER_UID  3002u
 /* The virtio-serial port name the agent looks for (kernel parameter hexr.port). */
 #define VM_PORT_NAME      "org.hexr.agent.0"
 
@@ -53,6 +39,7 @@ typedef struct vm_host {
         unsigned long tsc_khz;          /* for tsc_early_khz under TCG; 0 if unknown */
         uint32_t vmm_uid;               /* host uid of the hypervisor: VM_QEMU_UID or VM_FIRECRACKER_UID */
         char state_dir[256];            /* Firecracker jails live below */
+        cg_layout *cg;                  /* the engine's, every hypervisor's cgroup is made in */
         /* QEMU only: what its jail holds (qemu-jail.c) */
         char exec_path[PATH_MAX];       /* QEMU_BIN with links resolved: executed in the jail */
         char jail[16384];               /* "<type><host path>\0"..., "\0": 'f' a file, 'd' a directory */
@@ -72,7 +59,7 @@ typedef struct vm_instance {
         uint8_t *rbuf;                  /* HXP_FRAME_MAX bytes */
         size_t rlen;                    /* bytes in rbuf */
         size_t roff;                    /* where the next frame starts: rbuf[roff..rlen) is unparsed */
-        /* the hypervisor's cgroups (vm-cgroup.c) */
+        /* the hypervisor's cgroups (vm_cgroup_create) */
         cg_exec cg;
         bool have_cg;
         /* Firecracker only: the jail directory to remove */
@@ -88,6 +75,14 @@ int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_e
 uint32_t vm_vmm_uid(const hxs_config *cfg, hxs_backend_kind kind);
 /* Is /dev/kvm there and answering KVM_GET_API_VERSION? (errno-style reason in why) */
 bool vm_kvm_usable(char *why, size_t why_size);
+
+/* ---- what this host offers (vm-probe.c) -------------------------------------- */
+
+/* doctor's lines: KVM, QEMU, Firecracker, the guest image. */
+size_t vm_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);
+/* Whether vm_host_init would succeed for that backend; why says what it lacks. */
+bool vm_qemu_usable(const hxs_config *cfg, char *why, size_t why_size);
+bool vm_firecracker_usable(const hxs_config *cfg, char *why, size_t why_size);
 
 /* ---- one VM (vm-instance.c) --------------------------------------------------- */
 
@@ -108,11 +103,13 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_siz
 /* Appends the hypervisor's stderr (what it said before dying) to buf. */
 void vm_stderr_text(vm_instance *v, char *buf, size_t size);
 
-/* ---- the hypervisor's cgroups (vm-cgroup.c) ----------------------------------- */
+/* ---- the hypervisor's cgroups (vm-instance.c) --------------------------------- */
 
-/* Creates a cgroup with these limits in the layout every VM of the process shares;
- * name gets its "<instance>-<seq>" (may be NULL). */
-int vm_cgroup_create(const cg_limits *lim, cg_exec *ret, char *name, size_t name_size, hxs_error *err);
+/* Creates a cgroup with these limits in the engine's layout (h->cg): memory (guest
+ * RAM plus the VMM's own), pids and a CPU share, joined at birth (see core/cgroup.h),
+ * killed and removed with the VM. name gets its "<instance>-<seq>" (may be NULL). */
+int vm_cgroup_create(const vm_host *h, const cg_limits *lim, cg_exec *ret, char *name, size_t name_size,
+                     hxs_error *err);
 /* Kills what is left in v->cg and removes it. Idempotent. */
 void vm_cgroup_destroy(vm_instance *v);
 

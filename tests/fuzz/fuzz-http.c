@@ -50,8 +50,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/json.h"
 #include "engine/request.h"
-#include "server/json.h"
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/http.h"
@@ -627,9 +627,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (srv.identity_on) {
                 static allowlist allow;
                 static bool parsed;
-                char msg[200];
+                hxs_error err = { 0 };
                 if (!parsed) {
-                        CHECK(allowlist_parse(FUZZ_ALLOW, &allow, msg, sizeof(msg)) == 0);
+                        CHECK(allowlist_parse(FUZZ_ALLOW, "AUTH_ALLOW", &allow, &err) == 0);
                         parsed = true;
                 }
                 srv.allow = allow;

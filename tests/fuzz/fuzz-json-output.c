@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json.h"
+#include "engine/json.h"
 #include "fuzz.h"
 
 

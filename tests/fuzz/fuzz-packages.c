@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: packages= matching (src/engine/packages.c): hxs_pkg_version_cmp,
+ * Fuzz target: packages= matching (src/pkg/packages.c): hxs_pkg_version_cmp,
  * hxs_pkg_normalize and hxs_pkg_check with fuzzed requirement strings that have not
  * been through hxs_request_validate.
  *
@@ -31,7 +31,7 @@
 #include <strings.h>
 
 #include "core/error.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 #include "fuzz.h"
 

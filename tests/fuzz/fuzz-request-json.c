@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/packages.h"
+#include "engine/json.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
-#include "server/json.h"
 #include "fuzz.h"
 
 

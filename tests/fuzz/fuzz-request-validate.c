@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 #include "fuzz.h"
 

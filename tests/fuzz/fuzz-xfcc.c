@@ -92,8 +92,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(a, nul + 1, alen);
         a[alen] = '\0';
         allowlist al = { 0 };
-        char msg[400];
-        if (allowlist_parse(a, &al, msg, sizeof(msg)) == 0) {
+        hxs_error err = { 0 };
+        char *msg = err.message;
+        if (allowlist_parse(a, "AUTH_ALLOW", &al, &err) == 0) {
                 for (size_t i = 0; i < al.n; i++) {
                         const allow_entry *e = &al.entries[i];
                         CHECK(spiffe_id_check(e->text, e->len, NULL) == 0);
@@ -121,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(strncmp(msg, "AUTH_ALLOW", 10) == 0);
         }
         proxy_list pl;
-        if (proxies_parse(a, &pl, msg, sizeof(msg)) == 0) {
+        if (proxies_parse(a, &pl, &err) == 0) {
                 CHECK(pl.n <= TRUSTED_PROXIES_MAX && pl.n_ids <= TRUSTED_PROXIES_MAX);
                 CHECK(!proxies_match(&pl, NULL));
                 struct sockaddr_un un = { .sun_family = AF_UNIX };
@@ -139,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         bundle_list *bl = malloc(sizeof(*bl));
         CHECK(bl != NULL);
-        if (bundles_parse(a, bl, msg, sizeof(msg)) == 0) {
+        if (bundles_parse(a, bl, &err) == 0) {
                 CHECK(bl->n <= TRUST_BUNDLES_MAX);
                 for (size_t i = 0; i < bl->n; i++) {
                         CHECK(trust_domain_check(bl->e[i].td, strlen(bl->e[i].td), NULL) == 0);
@@ -174,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 f.issuer_td = NULL;
         char td[SPIFFE_TD_MAX + 1];
         msg[0] = '\0';
-        if (ca_trust_domain(&f, td, sizeof(td), msg, sizeof(msg)) == 0) {
+        if (ca_trust_domain(&f, td, sizeof(td), &err) == 0) {
                 CHECK(trust_domain_check(td, strlen(td), NULL) == 0);
                 if (f.bundle_td)
                         CHECK(strcmp(td, f.bundle_td) == 0);

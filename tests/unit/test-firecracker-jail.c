@@ -39,6 +39,7 @@
 
 static char tmp[] = "/tmp/hxs-fc-test-XXXXXX";
 static vm_host host;
+static cg_layout cgroups; /* the engine's, as vm_init hands it to the host */
 
 static void write_text(const char *path, const char *text, mode_t mode)
 {
@@ -70,6 +71,10 @@ static int setup(void **state)
         snprintf(host.state_dir, sizeof(host.state_dir), "%s/state", tmp);
         host.kvm = true;
         host.vmm_uid = FC_UID;
+        hxs_error err = { 0 };
+        if (cg_layout_init(&cgroups, &err) < 0)
+                return -1;
+        host.cg = &cgroups;
         set_mode("ok");
         write_text(host.initrd, "initrd", 0644);
         write_text(host.rootfs, "rootfs", 0644);
@@ -541,7 +546,7 @@ static void test_vmm_uids_are_their_own(void **state)
         hxs_config_defaults(&cfg);
         uint32_t qemu = vm_vmm_uid(&cfg, HXS_BACKEND_QEMU), fc = vm_vmm_uid(&cfg, HXS_BACKEND_FIRECRACKER);
         const uint32_t others[] = { cfg.uid_base, cfg.uid_base + NS_SANDBOX_UID, cfg.uid_base + NS_TEMPLATE_UID,
-                                    cfg.uid_base + NS_FETCH_UID };
+                                    cfg.uid_base + PKG_FETCH_UID };
         assert_int_not_equal(qemu, fc);
         for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
                 assert_int_not_equal(qemu, others[i]);

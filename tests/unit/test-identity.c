@@ -161,10 +161,11 @@ static void test_xfcc_bad(void **state)
 static void test_allowlist(void **state)
 {
         allowlist al = { 0 };
-        char msg[400];
+        hxs_error err = { 0 };
+        char *msg = err.message;
 
         assert_int_equal(allowlist_parse(" spiffe://prod.example/agents/* , spiffe://partner.test,"
-                                         "spiffe://prod.example/ops/admin,", &al, msg, sizeof(msg)), 0);
+                                         "spiffe://prod.example/ops/admin,", "AUTH_ALLOW", &al, &err), 0);
         assert_int_equal(al.n, 3);
         assert_true(allowlist_match(&al, "spiffe://prod.example/agents/a"));
         assert_true(allowlist_match(&al, "spiffe://prod.example/agents/a/b"));
@@ -190,11 +191,11 @@ static void test_allowlist(void **state)
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 msg[0] = '\0';
-                assert_int_equal(allowlist_parse(bad[i], &al, msg, sizeof(msg)), -EINVAL);
+                assert_int_equal(allowlist_parse(bad[i], "AUTH_ALLOW", &al, &err), -EINVAL);
                 assert_non_null(strstr(msg, "AUTH_ALLOW"));
         }
         /* empty: nobody */
-        assert_int_equal(allowlist_parse("", &al, msg, sizeof(msg)), 0);
+        assert_int_equal(allowlist_parse("", "AUTH_ALLOW", &al, &err), 0);
         assert_int_equal(al.n, 0);
         assert_false(allowlist_match(&al, "spiffe://a/b"));
         allowlist_free(&al);
@@ -203,12 +204,13 @@ static void test_allowlist(void **state)
 static void test_proxies(void **state)
 {
         proxy_list pl;
-        char msg[200];
+        hxs_error err = { 0 };
+        char *msg = err.message;
         struct sockaddr_in in = { .sin_family = AF_INET };
         struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
         struct sockaddr_un un = { .sun_family = AF_UNIX };
 
-        assert_int_equal(proxies_parse("unix, 10.1.2.3 ,fd00::1", &pl, msg, sizeof(msg)), 0);
+        assert_int_equal(proxies_parse("unix, 10.1.2.3 ,fd00::1", &pl, &err), 0);
         assert_true(pl.unix_peers);
         assert_int_equal(pl.n, 2);
         assert_true(proxies_match(&pl, (struct sockaddr *)&un));
@@ -224,19 +226,19 @@ static void test_proxies(void **state)
         inet_pton(AF_INET6, "fd00::2", &in6.sin6_addr);
         assert_false(proxies_match(&pl, (struct sockaddr *)&in6));
 
-        assert_int_equal(proxies_parse("10.1.2.3", &pl, msg, sizeof(msg)), 0);
+        assert_int_equal(proxies_parse("10.1.2.3", &pl, &err), 0);
         assert_false(proxies_match(&pl, (struct sockaddr *)&un)); /* unix not listed */
 
         static const char *const bad[] = { "localhost", "10.0.0.0/8", "10.1.2.3:80", "unix:/x", "*",
                                            "[::1]", "spiffe://td/envoy/", "spiffe://TD/envoy",
                                            "10.1.2.3, spiffe://td/a/../b" };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                assert_int_equal(proxies_parse(bad[i], &pl, msg, sizeof(msg)), -EINVAL);
+                assert_int_equal(proxies_parse(bad[i], &pl, &err), -EINVAL);
                 assert_non_null(strstr(msg, "TRUSTED_PROXIES"));
         }
 
         /* the proxy's own SPIFFE ID, exact */
-        assert_int_equal(proxies_parse("127.0.0.1, spiffe://prod.example/envoy", &pl, msg, sizeof(msg)), 0);
+        assert_int_equal(proxies_parse("127.0.0.1, spiffe://prod.example/envoy", &pl, &err), 0);
         assert_true(proxies_by_address(&pl) && proxies_by_id(&pl));
         assert_true(proxies_match_id(&pl, "spiffe://prod.example/envoy"));
         assert_false(proxies_match_id(&pl, "spiffe://prod.example/envoy/x"));
@@ -244,7 +246,7 @@ static void test_proxies(void **state)
         assert_false(proxies_match_id(&pl, ""));
         assert_false(proxies_match_id(&pl, NULL));
         proxies_free(&pl);
-        assert_int_equal(proxies_parse("spiffe://prod.example/envoy", &pl, msg, sizeof(msg)), 0);
+        assert_int_equal(proxies_parse("spiffe://prod.example/envoy", &pl, &err), 0);
         assert_false(proxies_by_address(&pl));
         assert_false(proxies_match(&pl, (struct sockaddr *)&un));
         proxies_free(&pl);
@@ -271,16 +273,16 @@ static void test_trust_domains(void **state)
 static void test_bundles(void **state)
 {
         bundle_list bl;
-        char msg[400];
+        hxs_error err = { 0 };
+        char *msg = err.message;
 
-        assert_int_equal(bundles_parse(" prod.example=/etc/b/prod.pem , partner.example=/etc/b/p.pem,", &bl,
-                                       msg, sizeof(msg)), 0);
+        assert_int_equal(bundles_parse(" prod.example=/etc/b/prod.pem , partner.example=/etc/b/p.pem,", &bl, &err), 0);
         assert_int_equal(bl.n, 2);
         assert_string_equal(bl.e[0].td, "prod.example");
         assert_string_equal(bl.e[0].path, "/etc/b/prod.pem");
         assert_string_equal(bl.e[1].td, "partner.example");
         bundles_free(&bl);
-        assert_int_equal(bundles_parse("", &bl, msg, sizeof(msg)), 0);
+        assert_int_equal(bundles_parse("", &bl, &err), 0);
         assert_int_equal(bl.n, 0);
 
         static const struct { const char *text, *needle; } bad[] = {
@@ -295,7 +297,7 @@ static void test_bundles(void **state)
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 msg[0] = '\0';
-                assert_int_equal(bundles_parse(bad[i].text, &bl, msg, sizeof(msg)), -EINVAL);
+                assert_int_equal(bundles_parse(bad[i].text, &bl, &err), -EINVAL);
                 assert_non_null(strstr(msg, "SPIFFE_TRUST_BUNDLES"));
                 if (!strstr(msg, bad[i].needle))
                         fail_msg("%s: %s", bad[i].text, msg);
@@ -304,7 +306,7 @@ static void test_bundles(void **state)
         char many[TRUST_BUNDLES_MAX * 24 + 64] = "";
         for (int i = 0; i <= TRUST_BUNDLES_MAX; i++)
                 snprintf(many + strlen(many), sizeof(many) - strlen(many), "t%d=/b.pem,", i);
-        assert_int_equal(bundles_parse(many, &bl, msg, sizeof(msg)), -EINVAL);
+        assert_int_equal(bundles_parse(many, &bl, &err), -EINVAL);
         assert_non_null(strstr(msg, "more than 64"));
 }
 
@@ -325,7 +327,10 @@ static int attribute(const char *bundle_td, const char *issuer_td, const char *o
         ca_facts f = { .uris = uris, .uri_lens = lens, .n_uris = n, .bundle_td = bundle_td,
                        .issuer_td = issuer_td, .own_td = own_td };
         td[0] = '\0';
-        return ca_trust_domain(&f, td, SPIFFE_TD_MAX + 1, msg, 600);
+        hxs_error err = { 0 };
+        int r = ca_trust_domain(&f, td, SPIFFE_TD_MAX + 1, &err);
+        snprintf(msg, 600, "%s", err.message);
+        return r;
 }
 
 static void test_ca_attribution(void **state)

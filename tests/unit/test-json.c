@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Request JSON to hxs_request and results to JSON (src/server/json.c): every field and
+/* Request JSON to hxs_request and results to JSON (src/engine/json.c): every field and
  * type error names the field; duplicate keys and unknown fields are rejected; output
  * bytes become valid JSON through lossy UTF-8. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 /* json.c is part of the binary, not of the library: compile it in. */
-#include "../../src/server/json.c"
+#include "../../src/engine/json.c"
 
 #include "engine/request.h"
 

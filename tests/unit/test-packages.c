@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "core/tree.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 
 static void test_normalize(void **state)

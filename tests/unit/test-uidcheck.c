@@ -46,23 +46,23 @@ static int teardown(void **state)
 }
 
 /* The engine's own ranges for the default base. */
-static size_t default_ranges(hxs_uid_range r[NS_UID_RANGES])
+static size_t default_ranges(hxs_uid_range r[HOST_UID_RANGES])
 {
         hxs_config cfg;
         hxs_config_defaults(&cfg);
         cfg.max_concurrent = 16;
-        return ns_uid_ranges(&cfg, r);
+        return host_uid_ranges(&cfg, r);
 }
 
 static int check(const hxs_id_files *files, hxs_error *err)
 {
-        hxs_uid_range r[NS_UID_RANGES];
+        hxs_uid_range r[HOST_UID_RANGES];
         return hxs_uid_ranges_check(r, default_ranges(r), files, err);
 }
 
 static void test_the_ranges_cover_every_offset(void **state)
 {
-        hxs_uid_range r[NS_UID_RANGES];
+        hxs_uid_range r[HOST_UID_RANGES];
         size_t n = default_ranges(r);
         static const uint32_t used[] = { 1000000, 1001000, 1002000, 1003000, 1003001, 1003002,
                                          1004000, 1004000 + 16 /* a cold owner */ };

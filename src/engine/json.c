@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "server/json.h"
+#include "engine/json.h"
 
 /* ---- UTF-8 --------------------------------------------------------------------- */
 

@@ -19,9 +19,9 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/tree.h"
-#include "engine/pkgcache.h"
+#include "pkg/pkgcache.h"
 #include "engine/request.h"
-#include "ns/ns.h"
+#include "core/uids.h"
 
 #define WHEELHOUSE_MAX_ENTRIES 100000
 
@@ -453,7 +453,7 @@ int pkgcache_check_wheelhouse(const hxs_config *cfg, hxs_error *err)
         } users[] = {
                 { cfg->uid_base, false, "the sandbox's root" },
                 { cfg->uid_base + NS_SANDBOX_UID, true, "the installer" },
-                { cfg->uid_base + NS_FETCH_UID, true, "the downloader" },
+                { cfg->uid_base + PKG_FETCH_UID, true, "the downloader" },
         };
         size_t n = cfg->packages_index_url[0] ? 3 : 2;
         for (size_t i = 0; i < n; i++) {
@@ -481,7 +481,7 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
         snprintf(c->dir, sizeof(c->dir), "%s", cfg->packages_cache_dir);
         snprintf(c->wheelhouse, sizeof(c->wheelhouse), "%s", cfg->packages_wheelhouse);
         snprintf(c->index_url, sizeof(c->index_url), "%s", cfg->packages_index_url);
-        c->fetch_uid = cfg->uid_base + NS_FETCH_UID;
+        c->fetch_uid = cfg->uid_base + PKG_FETCH_UID;
         c->limit_bytes = (uint64_t)cfg->packages_cache_mb << 20;
         c->limit_inodes = cfg->packages_cache_inodes;
         c->owner_uid = cfg->uid_base + NS_SANDBOX_UID;

@@ -7,7 +7,10 @@
  * Every cgroup lives under the engine's own cgroup, in a "hexr-sandbox" directory, and
  * is named "<instance>-<seq>", the instance naming the engine process (pid and start
  * time) so that a later engine can tell a dead predecessor's leftovers from a live
- * neighbour's.
+ * neighbour's. Cgroups are host-wide state: the engine makes one layout and hands it
+ * to whichever backend runs, with a graveyard for cgroups whose processes are still
+ * exiting when their execution ends. Names never repeat within a process, whatever
+ * the layouts and threads that make them.
  */
 #pragma once
 
@@ -30,7 +33,6 @@ typedef struct cg_layout {
         bool have[CG_HIER_MAX];
         char base[CG_HIER_MAX][512];  /* <mount>/<own cgroup>/hexr-sandbox */
         char instance[64];            /* s<pid>.<starttime> */
-        uint64_t seq;
 } cg_layout;
 
 typedef struct cg_limits {
@@ -51,7 +53,10 @@ int cg_sweep(const cg_layout *l);
 /* Describes what was found, for doctor. */
 void cg_layout_describe(const cg_layout *l, char *buf, size_t size);
 
-int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err);
+/* A new cgroup with those limits; safe from any thread. */
+int cg_exec_create(const cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err);
+/* Its name, "<instance>-<seq>". */
+void cg_exec_name(const cg_exec *c, char *buf, size_t size);
 /* Moves pid into every hierarchy not in `joined` (a mask of 1 << cg_hier). */
 int cg_exec_attach(const cg_exec *c, pid_t pid, unsigned joined, hxs_error *err);
 
@@ -76,3 +81,16 @@ uint64_t cg_exec_oom_kills(const cg_exec *c);
 void cg_exec_kill(const cg_exec *c);
 /* Removes the cgroups; -EBUSY while processes are still exiting. */
 int cg_exec_remove(cg_exec *c);
+
+/* Cgroups that could not be removed yet (their last processes were still exiting),
+ * tried again later. One thread's: the engine's. */
+#define CG_GRAVEYARD_MAX 256
+typedef struct cg_graveyard {
+        cg_exec graves[CG_GRAVEYARD_MAX];
+        size_t n;
+} cg_graveyard;
+
+/* Takes c (killed already) for later removal; when full, waits for it now. */
+void cg_graveyard_add(cg_graveyard *g, const cg_exec *c);
+/* Kills and removes what is there; with wait, retries for a while. */
+void cg_graveyard_bury(cg_graveyard *g, bool wait);

@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/tree.h"
-#include "engine/pkgcache.h"
+#include "pkg/pkgcache.h"
 
 #define HASH_CHUNK (1 << 20)
 

@@ -39,8 +39,8 @@
 #include <sys/types.h>
 
 #include "hexr-sandbox/sandbox.h"
-#include "engine/packages.h"
-#include "engine/pkg-jobs.h"
+#include "pkg/packages.h"
+#include "pkg/pkg-jobs.h"
 
 #define PKG_DIGESTS_CACHED 64
 

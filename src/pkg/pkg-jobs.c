@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "engine/pkg-jobs.h"
+#include "pkg/pkg-jobs.h"
 
 #define JOBS_MAX 64
 

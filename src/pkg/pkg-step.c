@@ -137,7 +137,7 @@ static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err)
         /* what the download left of the timeout (at least a moment: it then times out) */
         uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
         ix->budget_ms = used < limit ? limit - used : 1;
-        r = e->ops->start(e, ix, err);
+        r = exec_backend_start(ix, err);
         if (r < 0) {
                 hxs_wrap(err, r, "packages: starting the installer");
                 hxs_exec_free(ix);
@@ -180,7 +180,7 @@ static void fetch_close(hxs_exec *x)
                 /* whatever pip started goes with it */
                 cg_exec_kill(&x->fetch_cg);
                 if (cg_exec_remove(&x->fetch_cg) < 0)
-                        hxs_engine_defer_cgroup(x->engine, &x->fetch_cg);
+                        cg_graveyard_add(&x->engine->graveyard, &x->fetch_cg);
                 x->have_fetch_cg = false;
         }
         x->fetching = false;
@@ -284,7 +284,6 @@ static const char *last_line(const hxs_result *res, int *len)
 /* The program, with what the install left of the timeout. */
 static void start_program(hxs_exec *x)
 {
-        hxs_engine *e = x->engine;
         hxs_error err = { 0 };
         snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
         uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
@@ -294,7 +293,7 @@ static void start_program(hxs_exec *x)
                 return;
         }
         x->budget_ms = limit - used;
-        int r = e->ops->start(e, x, &err);
+        int r = exec_backend_start(x, &err);
         if (r < 0)
                 end_with_error(x, &err);
 }

@@ -5,7 +5,7 @@
  * in the image's dist-packages), and each requirement is checked against it: name,
  * then version specifiers (==, !=, >=, <=, >, <, ~=; numeric release segments).
  * What the image lacks is installed from PACKAGES_WHEELHOUSE or PACKAGES_INDEX_URL
- * (pkgcache.c, pkg-install.c); without one, such a request is a 422 naming the package.
+ * (pkgcache.c, pkg-step.c); without one, such a request is a 422 naming the package.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -16,7 +16,7 @@
 #include <strings.h>
 
 #include "core/error.h"
-#include "engine/packages.h"
+#include "pkg/packages.h"
 #include "engine/request.h"
 
 static const char *const site_dirs[] = {

@@ -15,7 +15,7 @@
 #include <linux/magic.h>
 
 #include "core/error.h"
-#include "ns/cgroup.h"
+#include "core/cgroup.h"
 #include "core/fileio.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -104,6 +104,18 @@ static int v2_prepare(const char *own, cg_layout *l, hxs_error *err)
         return 0;
 }
 
+/* Called again in a process that v2_prepare moved already (doctor probes, then starts
+ * an engine): the cgroup it was in is the one above its own leaf. Else the layout
+ * would nest below the leaf, which no sweep could then remove. */
+static void leave_own_leaf(char *own)
+{
+        char leaf[64];
+        snprintf(leaf, sizeof(leaf), "/%s/supervisor-%d", CG_DIRNAME, (int)getpid());
+        size_t n = strlen(own), m = strlen(leaf);
+        if (n >= m && strcmp(own + n - m, leaf) == 0)
+                own[n - m] = '\0';
+}
+
 static int instance_name(char *buf, size_t size)
 {
         unsigned long long start = 0;
@@ -126,6 +138,7 @@ int cg_layout_init(cg_layout *ret, hxs_error *err)
                 l.pure_v2 = true;
                 if (own_cgroup("", own, sizeof(own)) < 0)
                         return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOENT, "no cgroup v2 entry in /proc/self/cgroup");
+                leave_own_leaf(own);
                 r = v2_prepare(own, &l, err);
                 if (r < 0)
                         return r;
@@ -201,11 +214,14 @@ static uint64_t cg_read_key(const char *dir, const char *file, const char *key)
         return 0;
 }
 
-int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err)
+/* The process's one sequence: layouts share the instance name. */
+static uint64_t cg_seq;
+
+int cg_exec_create(const cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *err)
 {
         cg_exec c = { .pure_v2 = l->pure_v2 };
         char val[64];
-        uint64_t seq = ++l->seq;
+        uint64_t seq = __atomic_add_fetch(&cg_seq, 1, __ATOMIC_RELAXED);
         int r;
 
         for (cg_hier h = 0; h < CG_HIER_MAX; h++) {
@@ -252,6 +268,17 @@ int cg_exec_create(cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_error *
 fail:
         cg_exec_remove(&c);
         return hxs_fail(err, HXS_ERR_SETUP, r, "setting cgroup %s: %s", what, strerror(-r));
+}
+
+void cg_exec_name(const cg_exec *c, char *buf, size_t size)
+{
+        buf[0] = '\0';
+        for (cg_hier h = 0; h < CG_HIER_MAX; h++)
+                if (c->path[h][0]) {
+                        const char *slash = strrchr(c->path[h], '/');
+                        snprintf(buf, size, "%s", slash ? slash + 1 : c->path[h]);
+                        return;
+                }
 }
 
 int cg_exec_attach(const cg_exec *c, pid_t pid, unsigned joined, hxs_error *err)
@@ -438,4 +465,31 @@ int cg_sweep(const cg_layout *l)
                 closedir(d);
         }
         return removed;
+}
+
+void cg_graveyard_add(cg_graveyard *g, const cg_exec *c)
+{
+        if (g->n < CG_GRAVEYARD_MAX) {
+                g->graves[g->n++] = *c;
+                return;
+        }
+        /* full: wait for this one now rather than forget it */
+        cg_exec tmp = *c;
+        for (int i = 0; i < 200 && cg_exec_remove(&tmp) == -EBUSY; i++)
+                usleep(5000);
+}
+
+void cg_graveyard_bury(cg_graveyard *g, bool wait)
+{
+        for (int round = 0; round < (wait ? 400 : 1) && g->n > 0; round++) {
+                size_t kept = 0;
+                for (size_t i = 0; i < g->n; i++) {
+                        cg_exec_kill(&g->graves[i]);
+                        if (cg_exec_remove(&g->graves[i]) < 0)
+                                g->graves[kept++] = g->graves[i];
+                }
+                g->n = kept;
+                if (kept && wait)
+                        usleep(5000);
+        }
 }

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What this host offers the namespace backend (ns-probe.c), for its ops table. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hexr-sandbox/sandbox.h"
+
+/* doctor's lines: privileges, namespaces, cgroups, seccomp, landlock. */
+size_t ns_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);
+/* Whether sandboxes can run here; why names the first thing missing. */
+bool ns_usable(const hxs_config *cfg, char *why, size_t why_size);

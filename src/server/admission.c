@@ -125,7 +125,7 @@ static void setup_failed(call *c, const hxs_error *err)
         log_call(c, NULL, status == 500 ? "setup_failed" : "rejected", code);
         if (status == 500) {
                 metrics_caller_execution(&srv->m, c->label, OUTCOME_SETUP_FAILED);
-                records_add(srv, c, NULL, "setup_failed", code);
+                records_add(srv->records, c, NULL, "setup_failed", code);
         }
         c->logged = true;
 }
@@ -168,9 +168,11 @@ static void pump(hxs_server *srv)
 {
         while (!srv->draining && srv->n_running < srv->cfg.max_concurrent &&
                !TAILQ_EMPTY(&srv->queue)) {
-                call *c = callers_next(srv);
+                call *c = callers_next(srv->callers);
                 if (!c)
                         break;
+                TAILQ_REMOVE(&srv->queue, c, link);
+                srv->n_queued--;
                 if (start(c) < 0) {
                         c->cs = NULL;
                         call_resume(c); /* its error reply is ready */
@@ -178,10 +180,25 @@ static void pump(hxs_server *srv)
         }
 }
 
+/* Waits for a slot: in arrival order (for the timeouts) and in its caller's queue (for
+ * the turns). */
+static void enqueue(call *c)
+{
+        hxs_server *srv = c->srv;
+
+        TAILQ_INSERT_TAIL(&srv->queue, c, link);
+        srv->n_queued++;
+        callers_enqueue(srv->callers, c);
+}
+
 /* Out of the queue (timeout, hang-up, drain): c no longer counts for its caller. */
 static void unqueue(call *c)
 {
-        callers_unqueue(c->srv, c);
+        hxs_server *srv = c->srv;
+
+        TAILQ_REMOVE(&srv->queue, c, link);
+        srv->n_queued--;
+        callers_unqueue(srv->callers, c);
         c->cs = NULL;
 }
 
@@ -194,7 +211,7 @@ void admission_submit(call *c)
                 c->state = CALL_REPLY;
                 return;
         }
-        caller_state *cs = callers_get(srv, c->caller);
+        caller_state *cs = callers_get(srv->callers, c->caller);
         if (!cs) {
                 metrics_reject(&srv->m, REJECT_OVERLOADED);
                 call_set_error(c, 429, "overloaded",
@@ -215,8 +232,8 @@ void admission_submit(call *c)
                 return;
         }
         /* Who waits has the first claim, unless all who wait hold their share. */
-        bool run_now = srv->n_running < srv->cfg.max_concurrent && callers_may_run(srv, cs) &&
-                       (TAILQ_EMPTY(&srv->queue) || !callers_waiting_may_run(srv));
+        bool run_now = srv->n_running < srv->cfg.max_concurrent && callers_may_run(srv->callers, cs) &&
+                       (TAILQ_EMPTY(&srv->queue) || !callers_waiting_may_run(srv->callers));
         if (!run_now) {
                 uint32_t qq = srv->cfg.quota_queue;
                 if (qq && cs->queued >= qq) {
@@ -235,7 +252,7 @@ void admission_submit(call *c)
         }
         /* Accepted: now it counts against the per-minute quota. */
         unsigned wait_s = 0;
-        if (!callers_take_token(srv, cs, now_ms(), &wait_s)) {
+        if (!callers_take_token(srv->callers, cs, now_ms(), &wait_s)) {
                 snprintf(msg, sizeof(msg),
                          "this caller has started its %u executions of the last minute (QUOTA_PER_MINUTE); retry in %us",
                          srv->cfg.quota_per_minute, wait_s);
@@ -251,7 +268,7 @@ void admission_submit(call *c)
                         c->cs = NULL;
                 return;
         }
-        callers_enqueue(srv, c);
+        enqueue(c);
         c->state = CALL_QUEUED;
         suspend(c);
 }
@@ -285,7 +302,7 @@ static void finish(call *c)
                 outcome o = outcome_of(&res);
                 metrics_execution(&srv->m, c->language, o, res.execution_time_ms);
                 metrics_caller_execution(&srv->m, c->label, o);
-                records_add(srv, c, &res, outcome_name(o), NULL);
+                records_add(srv->records, c, &res, outcome_name(o), NULL);
                 if ((unsigned)res.packages < HXS_PACKAGES_SOURCE_MAX)
                         srv->m.packages[res.packages]++;
                 free(c->reply);
@@ -330,7 +347,7 @@ static void client_ready(watch *w, uint32_t events)
                 metrics_caller_execution(&srv->m, c->label, OUTCOME_KILLED);
                 c->status = 499;
                 log_call(c, NULL, "killed", "client_disconnected");
-                records_add(srv, c, NULL, "killed", "client_disconnected");
+                records_add(srv->records, c, NULL, "killed", "client_disconnected");
         } else {
                 return;
         }
@@ -366,7 +383,7 @@ static void tick(void *data, uint64_t now)
         /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
         while (srv->cfg.queue_timeout_s && (c = TAILQ_FIRST(&srv->queue)) &&
                now - c->received_ms >= (uint64_t)srv->cfg.queue_timeout_s * 1000) {
-                bool own_share = !callers_may_run(srv, c->cs);
+                bool own_share = !callers_may_run(srv->callers, c->cs);
                 uint32_t running = c->cs->running;
                 unqueue(c);
                 if (own_share) {
@@ -375,7 +392,7 @@ static void tick(void *data, uint64_t now)
                         snprintf(msg, sizeof(msg),
                                  "this caller's %u running executions hold all the slots one caller may "
                                  "(QUOTA_RUNNING_PER_CALLER %u), and none ended within %us; retry later",
-                                 running, srv->quota_running, srv->cfg.queue_timeout_s);
+                                 running, callers_share(srv->callers), srv->cfg.queue_timeout_s);
                         reject_quota(c, retry_after(srv), msg);
                 } else {
                         reject_overloaded(c, REJECT_QUEUE_TIMEOUT);

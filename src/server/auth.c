@@ -63,7 +63,7 @@ int auth_setup(hxs_server *srv, hxs_error *err)
         if (!srv->identity_on && srv->metrics_allow.n > 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW",
                                       "METRICS_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES)");
-        if (srv->proxies.unix_peers && !srv->unix_path[0])
+        if (srv->proxies.unix_peers && !srv->listen.unix_path[0])
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                       "TRUSTED_PROXIES: \"unix\" needs LISTEN_ADDRESS=unix:/path");
         if (proxies_by_id(&srv->proxies) && !tls_mutual(srv))
@@ -125,7 +125,7 @@ static bool peer_is_trusted_proxy(call *c, const char *peer_id)
                 return false;
         if (!proxies_by_address(pl))
                 return true;
-        if (srv->unix_path[0]) {
+        if (srv->listen.unix_path[0]) {
                 struct sockaddr_un un = { .sun_family = AF_UNIX };
                 return proxies_match(pl, (struct sockaddr *)&un);
         }
@@ -139,7 +139,7 @@ static void peer_text(call *c, char *buf, size_t cap)
         const union MHD_ConnectionInfo *ci;
         char host[INET6_ADDRSTRLEN] = "?";
 
-        if (c->srv->unix_path[0]) {
+        if (c->srv->listen.unix_path[0]) {
                 snprintf(buf, cap, "unix socket");
                 return;
         }
@@ -160,7 +160,7 @@ static int forwarded_caller(call *c, const char *h, size_t len, unsigned n)
 {
         xfcc_client x;
         const char *rule = NULL;
-        char why[600];
+        hxs_error why = { 0 };
 
         c->caller[0] = '\0';
         if (n == 0) {
@@ -183,8 +183,8 @@ static int forwarded_caller(call *c, const char *h, size_t len, unsigned n)
         }
         if (x.cert || x.chain) {
                 char id[SPIFFE_ID_MAX + 1];
-                if (tls_verify_forwarded(c->srv, &x, id, sizeof(id), why, sizeof(why)) < 0) {
-                        deny(c, "X-Forwarded-Client-Cert: the forwarded certificate is refused: %s", why);
+                if (tls_verify_forwarded(c->srv, &x, id, sizeof(id), &why) < 0) {
+                        deny(c, "X-Forwarded-Client-Cert: the forwarded certificate is refused: %s", why.message);
                         r = -EACCES;
                 } else if (x.id[0] && strcmp(x.id, id) != 0) {
                         deny(c, "X-Forwarded-Client-Cert: URI %s is not the SPIFFE ID of the forwarded certificate (%s)",
@@ -206,7 +206,8 @@ int auth_check(call *c)
         const char *xfcc = NULL;
         size_t xfcc_len = 0;
         unsigned n_xfcc = 0;
-        char peer[INET6_ADDRSTRLEN + 16], why[600];
+        char peer[INET6_ADDRSTRLEN + 16];
+        hxs_error why = { 0 };
 
         c->caller[0] = '\0';
         (void)MHD_get_connection_values(c->conn, MHD_HEADER_KIND, count_xfcc, &n_xfcc);
@@ -222,8 +223,8 @@ int auth_check(call *c)
                 return 0; /* anonymous */
         }
 
-        if (tls_mutual(srv) && tls_peer_id(srv, c->conn, c->caller, sizeof(c->caller), why, sizeof(why)) < 0) {
-                deny(c, "client certificate refused: %s", why);
+        if (tls_mutual(srv) && tls_peer_id(srv, c->conn, c->caller, sizeof(c->caller), &why) < 0) {
+                deny(c, "client certificate refused: %s", why.message);
                 c->caller[0] = '\0';
                 return -EACCES;
         }

@@ -29,34 +29,28 @@
 #include "server/callers.h"
 #include "server/loop.h"
 #include "server/metrics.h"
-#include "server/state.h"
 
 #define OTHER_LABEL "other"
 #define ANONYMOUS_LABEL "anonymous"
 
-int callers_setup(hxs_server *srv)
-{
-        metrics *m = &srv->m;
-        uint32_t n = srv->cfg.metrics_callers;
+struct callers {
+        const hxs_config *cfg;          /* the quotas, METRICS_CALLERS */
+        metrics *m;                     /* where the caller labels are kept */
+        uint32_t share;                 /* QUOTA_RUNNING_PER_CALLER in effect (0: none) */
+        struct caller_list all;         /* most recent first */
+        struct caller_list rr;          /* callers with waiting calls, next turn first */
+        uint32_t n;
+};
 
-        TAILQ_INIT(&srv->callers);
-        TAILQ_INIT(&srv->rr);
-        m->caller_labels = calloc(n + 1, sizeof(*m->caller_labels));
-        m->caller_executions = calloc(n + 1, sizeof(*m->caller_executions));
-        m->caller_rejected = calloc(n + 1, sizeof(*m->caller_rejected));
-        if (!m->caller_labels || !m->caller_executions || !m->caller_rejected)
-                return -ENOMEM;
-        m->caller_other = n;
-        return 0;
-}
-
-void callers_cleanup(hxs_server *srv)
+void callers_free(callers *cl)
 {
         caller_state *cs;
-        metrics *m = &srv->m;
 
-        while ((cs = TAILQ_FIRST(&srv->callers))) {
-                TAILQ_REMOVE(&srv->callers, cs, link);
+        if (!cl)
+                return;
+        metrics *m = cl->m;
+        while ((cs = TAILQ_FIRST(&cl->all))) {
+                TAILQ_REMOVE(&cl->all, cs, link);
                 free(cs->id);
                 free(cs);
         }
@@ -69,6 +63,36 @@ void callers_cleanup(hxs_server *srv)
         m->caller_labels = NULL;
         m->caller_executions = NULL;
         m->caller_rejected = NULL;
+        free(cl);
+}
+
+int callers_new(const hxs_config *cfg, metrics *m, uint32_t share, callers **ret)
+{
+        uint32_t n = cfg->metrics_callers;
+        callers *cl = calloc(1, sizeof(*cl));
+
+        if (!cl)
+                return -ENOMEM;
+        cl->cfg = cfg;
+        cl->m = m;
+        cl->share = share;
+        TAILQ_INIT(&cl->all);
+        TAILQ_INIT(&cl->rr);
+        m->caller_labels = calloc(n + 1, sizeof(*m->caller_labels));
+        m->caller_executions = calloc(n + 1, sizeof(*m->caller_executions));
+        m->caller_rejected = calloc(n + 1, sizeof(*m->caller_rejected));
+        if (!m->caller_labels || !m->caller_executions || !m->caller_rejected) {
+                callers_free(cl);
+                return -ENOMEM;
+        }
+        m->caller_other = n;
+        *ret = cl;
+        return 0;
+}
+
+uint32_t callers_share(const callers *cl)
+{
+        return cl->share;
 }
 
 const char *callers_label(const metrics *m, int label)
@@ -78,27 +102,27 @@ const char *callers_label(const metrics *m, int label)
         return OTHER_LABEL;
 }
 
-static int label_for(hxs_server *srv, const char *id)
+static int label_for(callers *cl, const char *id)
 {
-        metrics *m = &srv->m;
+        metrics *m = cl->m;
         const char *name = id[0] ? id : ANONYMOUS_LABEL;
 
         for (uint32_t i = 0; i < m->n_caller_labels; i++)
                 if (strcmp(m->caller_labels[i], name) == 0)
                         return (int)i;
-        if (m->n_caller_labels < srv->cfg.metrics_callers) {
+        if (m->n_caller_labels < cl->cfg->metrics_callers) {
                 char *dup = strdup(name);
                 if (dup) {
                         m->caller_labels[m->n_caller_labels] = dup;
                         return (int)m->n_caller_labels++;
                 }
         }
-        return (int)srv->cfg.metrics_callers; /* "other" */
+        return (int)cl->cfg->metrics_callers; /* "other" */
 }
 
-static void refill(const hxs_server *srv, caller_state *cs, uint64_t now)
+static void refill(const callers *cl, caller_state *cs, uint64_t now)
 {
-        uint64_t q = srv->cfg.quota_per_minute, full = q * 1000;
+        uint64_t q = cl->cfg->quota_per_minute, full = q * 1000;
 
         if (!q)
                 return;
@@ -110,37 +134,37 @@ static void refill(const hxs_server *srv, caller_state *cs, uint64_t now)
         }
 }
 
-static bool is_idle(const hxs_server *srv, caller_state *cs, uint64_t now)
+static bool is_idle(const callers *cl, caller_state *cs, uint64_t now)
 {
         if (cs->running || cs->queued)
                 return false;
-        refill(srv, cs, now);
-        return !srv->cfg.quota_per_minute || cs->tokens_milli >= (uint64_t)srv->cfg.quota_per_minute * 1000;
+        refill(cl, cs, now);
+        return !cl->cfg->quota_per_minute || cs->tokens_milli >= (uint64_t)cl->cfg->quota_per_minute * 1000;
 }
 
-caller_state *callers_get(hxs_server *srv, const char *id)
+caller_state *callers_get(callers *cl, const char *id)
 {
         caller_state *cs;
         uint64_t now = now_ms();
 
-        TAILQ_FOREACH(cs, &srv->callers, link)
+        TAILQ_FOREACH(cs, &cl->all, link)
                 if (strcmp(cs->id, id) == 0) {
                         /* most recent first: the busy callers stay near the front */
-                        TAILQ_REMOVE(&srv->callers, cs, link);
-                        TAILQ_INSERT_HEAD(&srv->callers, cs, link);
+                        TAILQ_REMOVE(&cl->all, cs, link);
+                        TAILQ_INSERT_HEAD(&cl->all, cs, link);
                         return cs;
                 }
-        if (srv->n_callers >= CALLERS_MAX) {
+        if (cl->n >= CALLERS_MAX) {
                 caller_state *victim = NULL;
-                TAILQ_FOREACH_REVERSE(cs, &srv->callers, caller_list, link)
-                        if (is_idle(srv, cs, now)) {
+                TAILQ_FOREACH_REVERSE(cs, &cl->all, caller_list, link)
+                        if (is_idle(cl, cs, now)) {
                                 victim = cs;
                                 break;
                         }
                 if (!victim)
                         return NULL;
-                TAILQ_REMOVE(&srv->callers, victim, link);
-                srv->n_callers--;
+                TAILQ_REMOVE(&cl->all, victim, link);
+                cl->n--;
                 free(victim->id);
                 free(victim);
         }
@@ -153,21 +177,21 @@ caller_state *callers_get(hxs_server *srv, const char *id)
                 return NULL;
         }
         TAILQ_INIT(&cs->queue);
-        cs->tokens_milli = (uint64_t)srv->cfg.quota_per_minute * 1000;
+        cs->tokens_milli = (uint64_t)cl->cfg->quota_per_minute * 1000;
         cs->refilled_ms = now;
-        cs->label = label_for(srv, id);
-        TAILQ_INSERT_HEAD(&srv->callers, cs, link);
-        srv->n_callers++;
+        cs->label = label_for(cl, id);
+        TAILQ_INSERT_HEAD(&cl->all, cs, link);
+        cl->n++;
         return cs;
 }
 
-bool callers_take_token(hxs_server *srv, caller_state *cs, uint64_t now, unsigned *ret_wait_s)
+bool callers_take_token(callers *cl, caller_state *cs, uint64_t now, unsigned *ret_wait_s)
 {
-        uint64_t q = srv->cfg.quota_per_minute;
+        uint64_t q = cl->cfg->quota_per_minute;
 
         if (!q)
                 return true;
-        refill(srv, cs, now);
+        refill(cl, cs, now);
         if (cs->tokens_milli >= 1000) {
                 cs->tokens_milli -= 1000;
                 return true;
@@ -179,62 +203,58 @@ bool callers_take_token(hxs_server *srv, caller_state *cs, uint64_t now, unsigne
         return false;
 }
 
-void callers_enqueue(hxs_server *srv, call *c)
+void callers_enqueue(callers *cl, call *c)
 {
         caller_state *cs = c->cs;
 
-        TAILQ_INSERT_TAIL(&srv->queue, c, link);
-        srv->n_queued++;
         TAILQ_INSERT_TAIL(&cs->queue, c, clink);
         cs->queued++;
         if (!cs->in_rr) {
-                TAILQ_INSERT_TAIL(&srv->rr, cs, rr_link);
+                TAILQ_INSERT_TAIL(&cl->rr, cs, rr_link);
                 cs->in_rr = true;
         }
 }
 
-void callers_unqueue(hxs_server *srv, call *c)
+void callers_unqueue(callers *cl, call *c)
 {
         caller_state *cs = c->cs;
 
-        TAILQ_REMOVE(&srv->queue, c, link);
-        srv->n_queued--;
         TAILQ_REMOVE(&cs->queue, c, clink);
         cs->queued--;
         if (cs->queued == 0 && cs->in_rr) {
-                TAILQ_REMOVE(&srv->rr, cs, rr_link);
+                TAILQ_REMOVE(&cl->rr, cs, rr_link);
                 cs->in_rr = false;
         }
 }
 
-bool callers_may_run(const hxs_server *srv, const caller_state *cs)
+bool callers_may_run(const callers *cl, const caller_state *cs)
 {
-        return !srv->quota_running || cs->running < srv->quota_running;
+        return !cl->share || cs->running < cl->share;
 }
 
-bool callers_waiting_may_run(const hxs_server *srv)
+bool callers_waiting_may_run(const callers *cl)
 {
         const caller_state *cs;
-        TAILQ_FOREACH(cs, &srv->rr, rr_link)
-                if (callers_may_run(srv, cs))
+        TAILQ_FOREACH(cs, &cl->rr, rr_link)
+                if (callers_may_run(cl, cs))
                         return true;
         return false;
 }
 
-call *callers_next(hxs_server *srv)
+call *callers_next(callers *cl)
 {
         caller_state *cs;
-        TAILQ_FOREACH(cs, &srv->rr, rr_link)
-                if (callers_may_run(srv, cs))
+        TAILQ_FOREACH(cs, &cl->rr, rr_link)
+                if (callers_may_run(cl, cs))
                         break;
         if (!cs)
                 return NULL;
         call *c = TAILQ_FIRST(&cs->queue);
-        callers_unqueue(srv, c);
+        callers_unqueue(cl, c);
         if (cs->in_rr) {
                 /* its turn is over: to the back of the ring */
-                TAILQ_REMOVE(&srv->rr, cs, rr_link);
-                TAILQ_INSERT_TAIL(&srv->rr, cs, rr_link);
+                TAILQ_REMOVE(&cl->rr, cs, rr_link);
+                TAILQ_INSERT_TAIL(&cl->rr, cs, rr_link);
         }
         return c;
 }

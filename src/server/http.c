@@ -214,7 +214,7 @@ static void reply_execution(call *c, const char *url)
         const exec_record *r = NULL;
 
         if (strlen(id) == 32 && strspn(id, "0123456789abcdef") == 32)
-                r = records_find(c->srv, id, c->caller);
+                r = records_find(c->srv->records, id, c->caller);
         if (!r) {
                 call_set_error(c, 404, "not_found",
                                "no recent execution with this id for this caller (records are kept for the last EXECUTION_RECORDS executions)");

@@ -20,7 +20,6 @@
 
 #include "core/error.h"
 #include "server/listen.h"
-#include "server/state.h"
 
 #define LISTEN_BACKLOG 512
 
@@ -31,7 +30,7 @@ static int fail_addr(hxs_error *err, int r, const char *address, const char *wha
                               strerror(-r));
 }
 
-static int open_unix(hxs_server *srv, const char *address, hxs_error *err)
+static int open_unix(listener *l, const char *address, hxs_error *err)
 {
         const char *path = address + strlen("unix:");
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -69,9 +68,9 @@ static int open_unix(hxs_server *srv, const char *address, hxs_error *err)
                 unlink(path);
                 return fail_addr(err, r, address, "listen");
         }
-        snprintf(srv->unix_path, sizeof(srv->unix_path), "%s", path);
-        snprintf(srv->listen_text, sizeof(srv->listen_text), "unix:%s", path);
-        srv->listen_fd = TAKE_FD(fd);
+        snprintf(l->unix_path, sizeof(l->unix_path), "%s", path);
+        snprintf(l->text, sizeof(l->text), "unix:%s", path);
+        l->fd = TAKE_FD(fd);
         return 0;
 }
 
@@ -92,7 +91,7 @@ static int bind_inet(const struct sockaddr *sa, socklen_t len, bool dual_stack)
 }
 
 /* What we print: the address actually bound, port included. */
-static void describe(hxs_server *srv, int fd)
+static void describe(listener *l, int fd)
 {
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
@@ -104,17 +103,17 @@ static void describe(hxs_server *srv, int fd)
                         struct sockaddr_in *in = (struct sockaddr_in *)&ss;
                         inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
                         port = ntohs(in->sin_port);
-                        snprintf(srv->listen_text, sizeof(srv->listen_text), "%s:%u", host, port);
+                        snprintf(l->text, sizeof(l->text), "%s:%u", host, port);
                         return;
                 }
                 struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
                 inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
                 port = ntohs(in6->sin6_port);
         }
-        snprintf(srv->listen_text, sizeof(srv->listen_text), "[%s]:%u", host, port);
+        snprintf(l->text, sizeof(l->text), "[%s]:%u", host, port);
 }
 
-static int open_inet(hxs_server *srv, const char *address, hxs_error *err)
+static int open_inet(listener *l, const char *address, hxs_error *err)
 {
         const char *colon = strrchr(address, ':');
         char host[256], port[8];
@@ -174,22 +173,22 @@ static int open_inet(hxs_server *srv, const char *address, hxs_error *err)
                 if (fd < 0)
                         return fail_addr(err, fd, address, "bind");
         }
-        describe(srv, fd);
-        srv->listen_fd = fd;
+        describe(l, fd);
+        l->fd = fd;
         return 0;
 }
 
-int listen_open(hxs_server *srv, const char *address, hxs_error *err)
+int listen_open(listener *l, const char *address, hxs_error *err)
 {
         if (strncmp(address, "unix:", 5) == 0)
-                return open_unix(srv, address, err);
-        return open_inet(srv, address, err);
+                return open_unix(l, address, err);
+        return open_inet(l, address, err);
 }
 
-void listen_cleanup(hxs_server *srv)
+void listen_cleanup(listener *l)
 {
-        if (srv->unix_path[0]) {
-                (void)unlink(srv->unix_path);
-                srv->unix_path[0] = '\0';
+        if (l->unix_path[0]) {
+                (void)unlink(l->unix_path);
+                l->unix_path[0] = '\0';
         }
 }

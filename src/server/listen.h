@@ -4,10 +4,14 @@
 
 #include "hexr-sandbox/sandbox.h"
 
-struct hxs_server;
+typedef struct listener {
+        int fd;                         /* -1: none; handed to MHD, which closes it */
+        char unix_path[108];            /* socket file to remove on exit, "" if TCP */
+        char text[300];                 /* what we print: 127.0.0.1:8080, unix:/x */
+} listener;
 
-/* A listening socket for LISTEN_ADDRESS into srv->listen_fd, its text into
- * srv->listen_text (and srv->unix_path for unix:); err says why not. */
-int listen_open(struct hxs_server *srv, const char *address, hxs_error *err);
+/* A listening socket for LISTEN_ADDRESS into *l; err says why not (HXS_ERR_INVALID:
+ * the address itself is wrong). */
+int listen_open(listener *l, const char *address, hxs_error *err);
 /* Removes the unix socket file, if any. */
-void listen_cleanup(struct hxs_server *srv);
+void listen_cleanup(listener *l);

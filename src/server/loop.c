@@ -6,14 +6,12 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/macro.h"
-#include "server/log.h"
 #include "server/loop.h"
 
 struct loop {
@@ -133,9 +131,7 @@ int loop_run(loop *l)
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        int r = negative_errno();
-                        log_line("fatal", "epoll_wait: %s", strerror(-r));
-                        return r;
+                        return negative_errno();
                 }
                 for (int i = 0; i < n; i++) {
                         watch *w = events[i].data.ptr;

@@ -49,5 +49,5 @@ void loop_del(loop *l, watch *w); /* not registered is fine */
 void loop_hook_add(loop *l, loop_hook *h);
 /* loop_run returns after the current round. */
 void loop_stop(loop *l);
-/* 0 after loop_stop, or a negative errno when waiting failed. */
+/* 0 after loop_stop, or the negative errno of a failed epoll_wait. */
 int loop_run(loop *l);

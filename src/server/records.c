@@ -14,34 +14,40 @@
 
 #include "server/call.h"
 #include "server/records.h"
-#include "server/state.h"
 
-int records_setup(hxs_server *srv)
+struct records {
+        uint32_t n, next;
+        exec_record r[];
+};
+
+int records_new(uint32_t n, records **ret)
 {
-        srv->n_records = srv->cfg.execution_records;
-        srv->records = calloc(srv->n_records, sizeof(*srv->records));
-        return srv->records ? 0 : -ENOMEM;
+        records *rs = calloc(1, sizeof(*rs) + (size_t)n * sizeof(rs->r[0]));
+        if (!rs)
+                return -ENOMEM;
+        rs->n = n;
+        *ret = rs;
+        return 0;
 }
 
-void records_cleanup(hxs_server *srv)
+void records_free(records *rs)
 {
-        if (!srv->records)
+        if (!rs)
                 return;
-        for (uint32_t i = 0; i < srv->n_records; i++)
-                free(srv->records[i].caller);
-        free(srv->records);
-        srv->records = NULL;
+        for (uint32_t i = 0; i < rs->n; i++)
+                free(rs->r[i].caller);
+        free(rs);
 }
 
-void records_add(hxs_server *srv, const call *c, const hxs_result *res, const char *outcome_text,
+void records_add(records *rs, const call *c, const hxs_result *res, const char *outcome_text,
                  const char *error_code)
 {
         struct timespec ts;
 
-        if (!srv->records || !srv->n_records)
+        if (!rs || !rs->n)
                 return;
-        exec_record *r = &srv->records[srv->next_record];
-        srv->next_record = (srv->next_record + 1) % srv->n_records;
+        exec_record *r = &rs->r[rs->next];
+        rs->next = (rs->next + 1) % rs->n;
         free(r->caller);
         memset(r, 0, sizeof(*r));
         r->caller = strdup(c->caller);
@@ -70,10 +76,10 @@ void records_add(hxs_server *srv, const call *c, const hxs_result *res, const ch
         }
 }
 
-const exec_record *records_find(const hxs_server *srv, const char *id, const char *caller)
+const exec_record *records_find(const records *rs, const char *id, const char *caller)
 {
-        for (uint32_t i = 0; srv->records && i < srv->n_records; i++) {
-                const exec_record *r = &srv->records[i];
+        for (uint32_t i = 0; rs && i < rs->n; i++) {
+                const exec_record *r = &rs->r[i];
                 if (r->id[0] && r->caller && strcmp(r->id, id) == 0)
                         return strcmp(r->caller, caller) == 0 ? r : NULL;
         }

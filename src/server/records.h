@@ -9,7 +9,8 @@
 #include "hexr-sandbox/sandbox.h"
 #include "server/call.h"
 
-struct hxs_server;
+/* The ring (records.c's own). */
+typedef struct records records;
 
 /* One recent execution. */
 typedef struct exec_record {
@@ -25,9 +26,12 @@ typedef struct exec_record {
         int64_t finished_unix_ms;
 } exec_record;
 
-int records_setup(struct hxs_server *srv);
-void records_cleanup(struct hxs_server *srv);
-void records_add(struct hxs_server *srv, const call *c, const hxs_result *res, const char *outcome_text,
+/* A ring of n records (EXECUTION_RECORDS; 0 keeps none). */
+int records_new(uint32_t n, records **ret);
+void records_free(records *rs);         /* NULL is fine */
+/* c's execution ended: res is NULL when it did not run. NULL rs keeps nothing. */
+void records_add(records *rs, const call *c, const hxs_result *res, const char *outcome_text,
                  const char *error_code);
-const exec_record *records_find(const struct hxs_server *srv, const char *id, const char *caller);
+/* The record of id, if caller made it; NULL otherwise (another caller's too). */
+const exec_record *records_find(const records *rs, const char *id, const char *caller);
 char *records_to_json(const exec_record *r, size_t *ret_len);

@@ -183,7 +183,7 @@ static int start_mhd(hxs_server *srv)
                 flags, 0, conn_accept, srv, http_handler, srv,
                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
                 MHD_OPTION_ARRAY, tls_opts,
-                MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
+                MHD_OPTION_LISTEN_SOCKET, srv->listen.fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg.max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY_BYTES,
@@ -194,7 +194,7 @@ static int start_mhd(hxs_server *srv)
                 MHD_OPTION_END);
         if (!srv->mhd)
                 return -EIO;
-        srv->listen_fd = -1; /* MHD's now: MHD_stop_daemon closes it */
+        srv->listen.fd = -1; /* MHD's now: MHD_stop_daemon closes it */
 
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         if (!di)
@@ -219,13 +219,13 @@ void hxs_server_free(hxs_server *srv)
                 MHD_stop_daemon(srv->mhd);
                 srv->mhd = NULL;
         }
-        listen_cleanup(srv);
-        close_fd(&srv->listen_fd);
+        listen_cleanup(&srv->listen);
+        close_fd(&srv->listen.fd);
         conn_cleanup(srv);
         tls_close(srv);
         auth_cleanup(srv);
-        callers_cleanup(srv);
-        records_cleanup(srv);
+        callers_free(srv->callers);
+        records_free(srv->records);
         if (srv->loop)
                 loop_del(srv->loop, &srv->sig_watch);
         close_fd(&srv->sigfd);
@@ -236,14 +236,14 @@ void hxs_server_free(hxs_server *srv)
 }
 
 /* Is the listening socket reachable from loopback only? unix sockets count as local. */
-static bool listen_is_local(const hxs_server *srv, int fd)
+static bool listen_is_local(const listener *l)
 {
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
 
-        if (srv->unix_path[0])
+        if (l->unix_path[0])
                 return true;
-        if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        if (getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0)
                 return false;
         if (ss.ss_family == AF_INET)
                 return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
@@ -294,7 +294,7 @@ static int open_all(hxs_server *srv, hxs_error *err)
         r = hxs_engine_new(&srv->cfg, &srv->engine, err);
         if (r < 0)
                 return hxs_wrap(err, r, "cannot start the engine");
-        r = listen_open(srv, srv->cfg.listen_address, err);
+        r = listen_open(&srv->listen, srv->cfg.listen_address, err);
         if (r < 0)
                 return r;
         r = tls_open(srv, err);
@@ -302,26 +302,27 @@ static int open_all(hxs_server *srv, hxs_error *err)
                 r = auth_setup(srv, err);
         if (r < 0)
                 return fail_setting(err, r);
-        if (!srv->identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(srv, srv->listen_fd))
+        if (!srv->identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(&srv->listen))
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
                                       "invalid setting: LISTEN_ADDRESS %s is not loopback, and callers are not "
                                       "identified: anyone who reaches it could run code. Configure mTLS (TLS_CLIENT_CA_FILE) "
                                       "or a trusted proxy (TRUSTED_PROXIES) with AUTH_ALLOW, or set ALLOW_NON_LOOPBACK=on "
                                       "if something in front of the service authenticates callers.",
-                                      srv->listen_text);
+                                      srv->listen.text);
         /* One caller may not hold every slot while others wait (callers.c). */
-        srv->quota_running = srv->cfg.quota_running;
-        if (!srv->quota_running && srv->identity_on) {
+        uint32_t share = srv->cfg.quota_running;
+        if (!share && srv->identity_on) {
                 uint32_t max = srv->cfg.max_concurrent, keep = max / 4 ? max / 4 : 1;
-                srv->quota_running = max > keep ? max - keep : 1;
+                share = max > keep ? max - keep : 1;
         }
         /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
         admission_setup(srv);
-        if (callers_setup(srv) < 0 || records_setup(srv) < 0 || conn_setup(srv) < 0)
+        if (callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
+            conn_setup(srv) < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = start_mhd(srv);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen_text);
+                return hxs_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen.text);
         return 0;
 }
 
@@ -330,7 +331,7 @@ int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err)
         hxs_server *srv = calloc(1, sizeof(*srv));
         if (!srv)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
-        srv->sigfd = srv->listen_fd = -1;
+        srv->sigfd = srv->listen.fd = -1;
         srv->sig_watch.fd = srv->mhd_watch.fd = -1;
         TAILQ_INIT(&srv->queue);
         TAILQ_INIT(&srv->running);
@@ -348,15 +349,16 @@ int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err)
 
 const char *hxs_server_address(const hxs_server *srv)
 {
-        return srv->listen_text;
+        return srv->listen.text;
 }
 
 int hxs_server_run(hxs_server *srv)
 {
         char running[64] = "";
+        uint32_t share = callers_share(srv->callers);
 
-        if (srv->quota_running && srv->quota_running < srv->cfg.max_concurrent)
-                snprintf(running, sizeof(running), " (%u per caller)", srv->quota_running);
+        if (share && share < srv->cfg.max_concurrent)
+                snprintf(running, sizeof(running), " (%u per caller)", share);
         log_line("start", "backend %s, max_concurrent %u%s, max_queue %u, %s, callers %s, version %s",
                  hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent, running,
                  srv->cfg.max_queue,
@@ -364,6 +366,8 @@ int hxs_server_run(hxs_server *srv)
                  srv->identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
 
         int r = loop_run(srv->loop);
+        if (r < 0)
+                log_line("fatal", "epoll_wait: %s", strerror(-r));
         log_line("stop", "stopped%s", r < 0 ? " after an error" : "");
         return r;
 }

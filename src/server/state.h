@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The state the service's modules share: its settings, the engine, the loop's fds,
- * admission's queues, drain, and a pointer to the state each module keeps to itself
- * (conn.c, tls.c). Each module declares its own functions in its own header:
+ * The state the service's modules share: its settings, the engine, the loop, the
+ * identities, admission's queues, the drain, the counters, and a pointer to the state
+ * each module keeps to itself (callers.c, records.c, conn.c, tls.c). Each module
+ * declares its own functions in its own header:
  *
  *   serve.c     the server's public face (serve.h): new, run, free
  *   listen.c    LISTEN_ADDRESS to a listening socket (TCP or unix)
@@ -37,6 +38,7 @@
 #include "server/callers.h"
 #include "server/conn.h"
 #include "server/identity.h"
+#include "server/listen.h"
 #include "server/loop.h"
 #include "server/metrics.h"
 #include "server/records.h"
@@ -52,10 +54,7 @@ typedef struct hxs_server {
         watch sig_watch, mhd_watch;
         loop_hook admission_hook, mhd_hook;
 
-        /* listening */
-        int listen_fd;                  /* handed to MHD, which closes it */
-        char unix_path[108];            /* socket file to remove on exit, "" if TCP */
-        char listen_text[300];          /* what we print: 127.0.0.1:8080, unix:/x */
+        listener listen;                /* the socket MHD accepts on */
 
         /* identity */
         tls_state *tls;                 /* NULL: plain HTTP */
@@ -64,16 +63,11 @@ typedef struct hxs_server {
         allowlist metrics_allow;        /* METRICS_ALLOW; empty: as AUTH_ALLOW */
         proxy_list proxies;
 
-        /* callers (callers.c) and recent executions (records.c) */
-        struct caller_list callers;
-        struct caller_list rr;
-        uint32_t n_callers;
-        exec_record *records;
-        uint32_t n_records, next_record;
+        callers *callers;               /* quotas, fair turns, metrics labels */
+        records *records;               /* recent executions */
 
         /* open connections: limits, deadlines, lingering closes (conn.c) */
         conn_state *conns;
-        uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER in effect (0: none) */
 
         /* admission */
         struct call_list queue;         /* CALL_QUEUED in arrival order (timeouts);

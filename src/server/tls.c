@@ -683,10 +683,10 @@ static int leaf_client_auth(gnutls_x509_crt_t crt)
 /*
  * An X509-SVID presented by a client (crts[0] the leaf, then what it sent of its
  * chain): its one SPIFFE ID into ret, verified against the CAs of that ID's trust
- * domain only. -EACCES with why otherwise.
+ * domain only. -EACCES with err saying why otherwise.
  */
 static int verify_svid(const tls_state *t, gnutls_x509_crt_t *crts, unsigned n, char *ret, size_t cap,
-                       char *why, size_t why_cap)
+                       hxs_error *err)
 {
         unsigned critical = 0, status = 0, usage = 0;
         uri_sans *u = NULL;
@@ -695,65 +695,65 @@ static int verify_svid(const tls_state *t, gnutls_x509_crt_t *crts, unsigned n, 
 
         ret[0] = '\0';
         if (gnutls_x509_crt_get_ca_status(crts[0], &critical) > 0) {
-                snprintf(why, why_cap, "the client certificate is a CA certificate");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is a CA certificate");
                 return -EACCES;
         }
         int ca = leaf_client_auth(crts[0]);
         if (ca < 0) {
-                snprintf(why, why_cap, "the client certificate has no extended key usage: an X509-SVID used "
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has no extended key usage: an X509-SVID used "
                          "by a client must name id-kp-clientAuth");
                 return -EACCES;
         }
         if (ca == 0) {
-                snprintf(why, why_cap, "the client certificate is not for TLS client authentication");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is not for TLS client authentication");
                 return -EACCES;
         }
         if (gnutls_x509_crt_get_key_usage(crts[0], &usage, &critical) >= 0 &&
             (usage & (GNUTLS_KEY_KEY_CERT_SIGN | GNUTLS_KEY_CRL_SIGN))) {
-                snprintf(why, why_cap, "the client certificate may sign certificates (key usage keyCertSign "
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate may sign certificates (key usage keyCertSign "
                          "or cRLSign): not an X509-SVID leaf");
                 return -EACCES;
         }
         u = malloc(sizeof(*u));
         if (!u) {
-                snprintf(why, why_cap, "out of memory");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "out of memory");
                 return -ENOMEM;
         }
         if (cert_uris(crts[0], u) < 0 && u->n <= 1) {
-                snprintf(why, why_cap, "the client certificate has an unreadable or over-long subject alternative name");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has an unreadable or over-long subject alternative name");
                 goto out;
         }
         if (u->n > 1) {
-                snprintf(why, why_cap, "the client certificate has more than one URI SAN (one SPIFFE ID is required)");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has more than one URI SAN (one SPIFFE ID is required)");
                 goto out;
         }
         if (u->n == 0) {
-                snprintf(why, why_cap, "the client certificate has no URI SAN (no SPIFFE ID)");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has no URI SAN (no SPIFFE ID)");
                 goto out;
         }
         if (memchr(u->v[0], '\0', u->len[0]) || spiffe_id_check(u->v[0], u->len[0], NULL) < 0 ||
             spiffe_trust_domain(u->v[0], u->len[0], td, sizeof(td)) < 0) {
-                snprintf(why, why_cap, "the client certificate's URI SAN is not a valid SPIFFE ID");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's URI SAN is not a valid SPIFFE ID");
                 goto out;
         }
         if (u->len[0] >= cap) {
-                snprintf(why, why_cap, "the client certificate's SPIFFE ID is too long");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's SPIFFE ID is too long");
                 goto out;
         }
         const trust_domain *d = domain_find(t, td);
         if (!d) {
-                snprintf(why, why_cap, "the client certificate's trust domain %s has no trust bundle here "
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's trust domain %s has no trust bundle here "
                          "(SPIFFE_TRUST_BUNDLES, TLS_CLIENT_CA_FILE)", td);
                 goto out;
         }
         gnutls_typed_vdata_st vdata = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
                                         .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT };
         if (gnutls_x509_trust_list_verify_crt2(d->list, crts, n, &vdata, 1, 0, &status, NULL) < 0) {
-                snprintf(why, why_cap, "the client certificate does not verify");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate does not verify");
                 goto out;
         }
         if (status != 0) {
-                snprintf(why, why_cap, "%s%s%s", status_reason(status),
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "%s%s%s", status_reason(status),
                          status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA) ?
                          " of its trust domain " : "",
                          status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA) ? td : "");
@@ -766,8 +766,7 @@ out:
         return r;
 }
 
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,
-                size_t why_cap)
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err)
 {
         const union MHD_ConnectionInfo *ci;
         gnutls_session_t session;
@@ -778,36 +777,36 @@ int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t 
 
         ret[0] = '\0';
         if (!tls_mutual(srv)) {
-                snprintf(why, why_cap, "mTLS is not configured");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "mTLS is not configured");
                 return -EACCES;
         }
         ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         if (!ci || !ci->tls_session) {
-                snprintf(why, why_cap, "no TLS session");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "no TLS session");
                 return -EACCES;
         }
         session = ci->tls_session;
         if (gnutls_certificate_type_get(session) != GNUTLS_CRT_X509) {
-                snprintf(why, why_cap, "the client certificate is not X.509");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is not X.509");
                 return -EACCES;
         }
         peers = gnutls_certificate_get_peers(session, &n);
         if (!peers || n == 0) {
-                snprintf(why, why_cap, "no client certificate");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "no client certificate");
                 return -EACCES;
         }
         if (n > CHAIN_MAX) {
-                snprintf(why, why_cap, "the client certificate chain is too long");
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate chain is too long");
                 return -EACCES;
         }
         for (unsigned i = 0; i < n; i++) {
                 if (gnutls_x509_crt_init(&crts[i]) < 0 ||
                     gnutls_x509_crt_import(crts[i], &peers[i], GNUTLS_X509_FMT_DER) < 0) {
-                        snprintf(why, why_cap, "the client certificate does not parse");
+                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate does not parse");
                         goto out;
                 }
         }
-        r = verify_svid(srv->tls, crts, n, ret, cap, why, why_cap);
+        r = verify_svid(srv->tls, crts, n, ret, cap, err);
 out:
         for (unsigned i = 0; i < n && i < CHAIN_MAX; i++)
                 if (crts[i])
@@ -815,8 +814,7 @@ out:
         return r;
 }
 
-int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, char *why,
-                         size_t why_cap)
+int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, hxs_error *err)
 {
         gnutls_x509_crt_t *chain = NULL, *leaf = NULL;
         unsigned n_chain = 0, n_leaf = 0;
@@ -824,30 +822,30 @@ int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_
 
         ret[0] = '\0';
         if (!tls_has_bundles(srv)) {
-                snprintf(why, why_cap, "no trust bundles are configured to verify it (SPIFFE_TRUST_BUNDLES, "
+                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "no trust bundles are configured to verify it (SPIFFE_TRUST_BUNDLES, "
                          "TLS_CLIENT_CA_FILE)");
                 return -EACCES;
         }
         if (x->chain) {
                 gnutls_datum_t d = { (unsigned char *)x->chain, (unsigned)x->chain_len };
                 if (import_all(&d, CHAIN_MAX, &chain, &n_chain) < 0) {
-                        snprintf(why, why_cap, "Chain is not 1 to %d PEM certificates", CHAIN_MAX);
+                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "Chain is not 1 to %d PEM certificates", CHAIN_MAX);
                         goto out;
                 }
         }
         if (x->cert) {
                 gnutls_datum_t d = { (unsigned char *)x->cert, (unsigned)x->cert_len };
                 if (import_all(&d, 1, &leaf, &n_leaf) < 0) {
-                        snprintf(why, why_cap, "Cert is not one PEM certificate");
+                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "Cert is not one PEM certificate");
                         goto out;
                 }
                 if (chain && !gnutls_x509_crt_equals(chain[0], leaf[0])) {
-                        snprintf(why, why_cap, "Cert is not the first certificate of Chain");
+                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "Cert is not the first certificate of Chain");
                         goto out;
                 }
         }
-        r = chain ? verify_svid(srv->tls, chain, n_chain, ret, cap, why, why_cap) :
-                    verify_svid(srv->tls, leaf, n_leaf, ret, cap, why, why_cap);
+        r = chain ? verify_svid(srv->tls, chain, n_chain, ret, cap, err) :
+                    verify_svid(srv->tls, leaf, n_leaf, ret, cap, err);
 out:
         if (chain)
                 free_crts(chain, n_chain);

@@ -24,10 +24,9 @@ const char *tls_mhd_trust(const struct hxs_server *srv); /* for MHD_OPTION_HTTPS
  * ones. Logs what happened. */
 void tls_reload(struct hxs_server *srv);
 void tls_close(struct hxs_server *srv);
-/* The connection's verified client SPIFFE ID into ret, or -EACCES and why. */
-int tls_peer_id(struct hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,
-                size_t why_cap);
+/* The connection's verified client SPIFFE ID into ret, or -EACCES and err says why. */
+int tls_peer_id(struct hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err);
 /* The SPIFFE ID of the certificate a proxy forwarded (x->cert and/or x->chain),
  * verified against its trust domain's bundle as a direct client's would be. */
-int tls_verify_forwarded(struct hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, char *why,
-                         size_t why_cap);
+int tls_verify_forwarded(struct hxs_server *srv, const xfcc_client *x, char *ret, size_t cap,
+                         hxs_error *err);

@@ -170,21 +170,19 @@ bool tls_has_bundle(const hxs_server *srv, const char *td)
         return false;
 }
 
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, char *why,
-                size_t why_cap)
+int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err)
 {
         CHECK(false);
         return -EACCES;
 }
 
-int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, char *why,
-                         size_t why_cap)
+int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, hxs_error *err)
 {
         CHECK(x->cert || x->chain);
         CHECK(x->cert == NULL || strlen(x->cert) == x->cert_len);
         CHECK(x->chain == NULL || strlen(x->chain) == x->chain_len);
         ret[0] = '\0';
-        snprintf(why, why_cap, "no trust bundles are configured to verify it");
+        snprintf(err->message, sizeof(err->message), "no trust bundles are configured to verify it");
         return -EACCES;
 }
 
@@ -540,7 +538,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         srv.cfg.max_concurrent = 2;
         TAILQ_INIT(&srv.queue);
         TAILQ_INIT(&srv.running);
-        srv.listen_fd = srv.sigfd = -1;
+        srv.listen.fd = srv.sigfd = -1;
 
         /* Request line. */
         const char *nl = memchr(in, '\n', size);
@@ -634,7 +632,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
                 srv.allow = allow;
                 srv.proxies.unix_peers = true;
-                snprintf(srv.unix_path, sizeof(srv.unix_path), "/fuzz.sock");
+                snprintf(srv.listen.unix_path, sizeof(srv.listen.unix_path), "/fuzz.sock");
         }
 
         /* The headers call. */

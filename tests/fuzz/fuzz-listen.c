@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "server/listen.h"
-#include "server/state.h"
 #include "fuzz.h"
 
 
@@ -128,7 +127,7 @@ int __wrap_getaddrinfo(const char *node, const char *service, const struct addri
         return r;
 }
 
-static hxs_server srv;
+static listener ls;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -144,18 +143,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&err, 0, sizeof(err));
         bool config_ok = hxs_config_set(&cfg, "LISTEN_ADDRESS", address, &err) == 0;
 
-        memset(&srv, 0, sizeof(srv));
-        srv.listen_fd = -1;
+        memset(&ls, 0, sizeof(ls));
+        ls.fd = -1;
         memset(&fx, 0, sizeof(fx));
         memset(&err, 0, sizeof(err));
         fx.active = true;
-        int r = listen_open(&srv, address, &err);
+        int r = listen_open(&ls, address, &err);
         fx.active = false;
 
         bool is_unix = strncmp(address, "unix:", 5) == 0;
         if (r < 0) {
-                CHECK(srv.listen_fd == -1);
-                CHECK(srv.unix_path[0] == '\0');
+                CHECK(ls.fd == -1);
+                CHECK(ls.unix_path[0] == '\0');
                 CHECK(strcmp(err.field, "LISTEN_ADDRESS") == 0);
                 CHECK(memchr(err.message, '\0', sizeof(err.message)) != NULL);
                 CHECK(strncmp(err.message, "LISTEN_ADDRESS", 14) == 0);
@@ -169,16 +168,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 return 0;
         }
 
-        CHECK(srv.listen_fd >= 0);
-        CHECK(memchr(srv.listen_text, '\0', sizeof(srv.listen_text)) != NULL);
-        CHECK(srv.listen_text[0] != '\0');
+        CHECK(ls.fd >= 0);
+        CHECK(memchr(ls.text, '\0', sizeof(ls.text)) != NULL);
+        CHECK(ls.text[0] != '\0');
         if (is_unix) {
-                CHECK(strcmp(srv.unix_path, address + 5) == 0);
-                CHECK(strncmp(srv.listen_text, "unix:", 5) == 0 &&
-                      strcmp(srv.listen_text + 5, address + 5) == 0);
+                CHECK(strcmp(ls.unix_path, address + 5) == 0);
+                CHECK(strncmp(ls.text, "unix:", 5) == 0 &&
+                      strcmp(ls.text + 5, address + 5) == 0);
                 CHECK(fx.binds == 1);
         } else {
-                CHECK(srv.unix_path[0] == '\0');
+                CHECK(ls.unix_path[0] == '\0');
                 const char *colon = strrchr(address, ':');
                 CHECK(colon != NULL);
                 unsigned long port = strtoul(colon + 1, NULL, 10);
@@ -198,10 +197,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         CHECK(fx.resolved && strcmp(fx.node, host) == 0 &&
                               strcmp(fx.service, colon + 1) == 0);
         }
-        close(srv.listen_fd);
+        close(ls.fd);
         fx.active = true;
-        listen_cleanup(&srv);
+        listen_cleanup(&ls);
         fx.active = false;
-        CHECK(srv.unix_path[0] == '\0');
+        CHECK(ls.unix_path[0] == '\0');
         return 0;
 }

@@ -70,6 +70,7 @@ class Reply:
     mode: str = "length"  # "length" | "chunked" | "close" (no length, close ends body)
     raw: Optional[bytes] = None  # written verbatim instead of a response
     read_body: bool = True
+    script: Optional[Callable[[Any], None]] = None  # given the handler, writes the reply itself
 
 
 @dataclass
@@ -167,6 +168,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if reply.gate is not None:
                 reply.gate.wait(GATE_TIMEOUT)
             self.close_connection = True
+            if reply.script is not None:
+                reply.script(self)
+                return
             if reply.raw is not None:
                 self.wfile.write(reply.raw)
                 self.wfile.flush()
@@ -449,7 +453,13 @@ def test_signature_matches_the_seed() -> None:
     for fn in (hexr.sandbox.exec, hexr.sandbox.exec_async, Client.exec, Client.exec_async):
         params = inspect.signature(fn).parameters
         names = [n for n in params if n != "self"]
-        assert names == ["code", "language", "timeout", "env_vars", "packages", "memory_mb"]
+        # the seed's parameters, in its order; issue 14's after them, keyword-only
+        assert names[:6] == ["code", "language", "timeout", "env_vars", "packages", "memory_mb"]
+        assert names[6:] == ["files", "return_files", "stdin", "on_stdout", "on_stderr"]
+        for name in names[1:]:
+            assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+        for name in names[6:]:
+            assert params[name].default is None
         assert params["code"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
         assert params["language"].default == "python"
         assert params["timeout"].default == 30 and repr(params["timeout"].default) == "30"

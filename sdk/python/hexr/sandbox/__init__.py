@@ -13,6 +13,19 @@ The service address comes from ``HEXR_SANDBOX_URL`` (read at every call;
 default ``http://127.0.0.1:8080``; ``unix:/path/to.sock`` for a unix socket),
 or use a :class:`Client` with an explicit ``url``.
 
+Files go in and come back, and output can be followed as it is printed::
+
+    result = hexr.sandbox.exec(
+        "import pandas as pd; df = pd.read_csv('data.csv'); df.plot(); "
+        "import matplotlib.pyplot as plt; plt.show()",
+        files={"data.csv": "a,b\\n1,2\\n3,4\\n"},
+        on_stdout=lambda text: print(text, end=""),
+    )
+    result.files["output/figure-1.png"]    # bytes of the chart
+
+    async for event in hexr.sandbox.stream("print(1)"):
+        ...                                # "stdout", "stderr", "file", then "result"
+
 A program that fails (non-zero exit, timeout, out of memory) gives an
 :class:`ExecResult`; a service that cannot be reached or rejects the request
 raises a :class:`SandboxError` subclass.
@@ -30,9 +43,9 @@ is never retried: the code may have run. See :class:`Client`.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import AsyncIterator, Dict, Iterable, Iterator, List, Optional
 
-from ._client import DEFAULT_TIMEOUT, DEFAULT_URL, URL_ENV, Client
+from ._client import DEFAULT_TIMEOUT, DEFAULT_URL, URL_ENV, Client, OutputCallback
 from ._errors import (
     SandboxError,
     SandboxInternalError,
@@ -40,16 +53,23 @@ from ._errors import (
     SandboxRequestError,
     SandboxUnavailableError,
 )
-from ._result import ExecResult
+from ._files import FilesArg
+from ._result import ExecError, ExecResult, FileInfo
+from ._stream import StreamEvent
 
 __version__ = "0.1.0"
 
 __all__ = [
     "exec",
     "exec_async",
+    "stream",
+    "stream_sync",
     "is_enabled",
     "Client",
     "ExecResult",
+    "ExecError",
+    "FileInfo",
+    "StreamEvent",
     "SandboxError",
     "SandboxUnavailableError",
     "SandboxRequestError",
@@ -73,6 +93,11 @@ def exec(  # noqa: A001 - the seed's API name; shadows the builtin in this modul
     env_vars: Optional[Dict[str, str]] = None,
     packages: Optional[List[str]] = None,
     memory_mb: Optional[int] = None,
+    files: Optional[FilesArg] = None,
+    return_files: Optional[Iterable[str]] = None,
+    stdin: Optional[str] = None,
+    on_stdout: Optional[OutputCallback] = None,
+    on_stderr: Optional[OutputCallback] = None,
 ) -> ExecResult:
     """Run ``code`` in a fresh sandbox and return its :class:`ExecResult`.
 
@@ -86,12 +111,21 @@ def exec(  # noqa: A001 - the seed's API name; shadows the builtin in this modul
         packages: Python packages the code needs (already-available ones are
             no-ops).
         memory_mb: Memory limit in MiB (the service's default when omitted).
+        files: Files written into the working directory first:
+            ``{path: content}`` or ``[(path, content)]``; content ``bytes``,
+            ``str`` (text) or a :class:`pathlib.Path` to upload from disk.
+        return_files: Globs of files to return besides ``output/``'s.
+        stdin: Text given to the program on its standard input.
+        on_stdout: Called with each chunk of stdout as it is printed.
+        on_stderr: Called with each chunk of stderr as it is printed.
 
     Returns:
         The result, whatever the program's outcome: check ``result.ok``.
 
     Raises:
-        TypeError: ``code`` is not a ``str``.
+        TypeError: ``code`` is not a ``str`` (or ``files``/``stdin`` are
+            of the wrong type).
+        OSError: a local file given in ``files`` cannot be read.
         SandboxRequestError: the service rejected the request (e.g. unknown
             language, limit above its maximum); the message names the field.
         SandboxOverloadedError: the service is at capacity (``retry_after``).
@@ -105,6 +139,11 @@ def exec(  # noqa: A001 - the seed's API name; shadows the builtin in this modul
         env_vars=env_vars,
         packages=packages,
         memory_mb=memory_mb,
+        files=files,
+        return_files=return_files,
+        stdin=stdin,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
     )
 
 
@@ -116,12 +155,19 @@ async def exec_async(
     env_vars: Optional[Dict[str, str]] = None,
     packages: Optional[List[str]] = None,
     memory_mb: Optional[int] = None,
+    files: Optional[FilesArg] = None,
+    return_files: Optional[Iterable[str]] = None,
+    stdin: Optional[str] = None,
+    on_stdout: Optional[OutputCallback] = None,
+    on_stderr: Optional[OutputCallback] = None,
 ) -> ExecResult:
     """Asynchronous :func:`exec`: same arguments, result and exceptions.
 
     Uses asyncio sockets directly (no threads), so concurrent calls overlap::
 
         results = await asyncio.gather(*(exec_async(c) for c in codes))
+
+    The callbacks may be coroutine functions.
     """
     return await _default_client.exec_async(
         code,
@@ -130,6 +176,73 @@ async def exec_async(
         env_vars=env_vars,
         packages=packages,
         memory_mb=memory_mb,
+        files=files,
+        return_files=return_files,
+        stdin=stdin,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
+    )
+
+
+def stream(
+    code: str,
+    *,
+    language: str = "python",
+    timeout: int = DEFAULT_TIMEOUT,
+    env_vars: Optional[Dict[str, str]] = None,
+    packages: Optional[List[str]] = None,
+    memory_mb: Optional[int] = None,
+    files: Optional[FilesArg] = None,
+    return_files: Optional[Iterable[str]] = None,
+    stdin: Optional[str] = None,
+) -> AsyncIterator[StreamEvent]:
+    """Run ``code`` and iterate over its :class:`StreamEvent` s as they happen::
+
+        async for event in hexr.sandbox.stream(code):
+            if event.type == "stdout":
+                print(event.text, end="")
+            elif event.type == "result":
+                result = event.result      # the ExecResult, always last
+
+    Arguments and errors as for :func:`exec`; leaving the loop early ends
+    the execution. See :meth:`Client.stream`.
+    """
+    return _default_client.stream(
+        code,
+        language=language,
+        timeout=timeout,
+        env_vars=env_vars,
+        packages=packages,
+        memory_mb=memory_mb,
+        files=files,
+        return_files=return_files,
+        stdin=stdin,
+    )
+
+
+def stream_sync(
+    code: str,
+    *,
+    language: str = "python",
+    timeout: int = DEFAULT_TIMEOUT,
+    env_vars: Optional[Dict[str, str]] = None,
+    packages: Optional[List[str]] = None,
+    memory_mb: Optional[int] = None,
+    files: Optional[FilesArg] = None,
+    return_files: Optional[Iterable[str]] = None,
+    stdin: Optional[str] = None,
+) -> Iterator[StreamEvent]:
+    """Synchronous :func:`stream`: a generator of the same events."""
+    return _default_client.stream_sync(
+        code,
+        language=language,
+        timeout=timeout,
+        env_vars=env_vars,
+        packages=packages,
+        memory_mb=memory_mb,
+        files=files,
+        return_files=return_files,
+        stdin=stdin,
     )
 
 

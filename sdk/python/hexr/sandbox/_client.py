@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import json
+import inspect
 import math
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, Dict, List, Optional
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Optional
 
-from . import _http, _retry
+from . import _http, _request, _retry, _stream
 from ._errors import SandboxInternalError, SandboxUnavailableError
+from ._files import FilesArg
 from ._result import ExecResult
+from ._stream import StreamEvent
+
+#: A callback given each chunk of output as text (it may be async with exec_async).
+OutputCallback = Callable[[str], Any]
 
 __all__ = ["Client", "DEFAULT_URL", "URL_ENV", "DEFAULT_TIMEOUT"]
 
@@ -131,6 +135,11 @@ class Client:
         env_vars: Optional[Dict[str, str]] = None,
         packages: Optional[List[str]] = None,
         memory_mb: Optional[int] = None,
+        files: Optional[FilesArg] = None,
+        return_files: Optional[Iterable[str]] = None,
+        stdin: Optional[str] = None,
+        on_stdout: Optional[OutputCallback] = None,
+        on_stderr: Optional[OutputCallback] = None,
     ) -> ExecResult:
         """Run ``code`` in a fresh sandbox and return its result.
 
@@ -145,15 +154,31 @@ class Client:
             packages: Python packages the program needs; already-available
                 ones cost nothing, others are installed by the service if it can.
             memory_mb: Memory limit in MiB (service default when omitted).
+            files: Files written into the working directory before the
+                program starts: ``{path: content}`` or ``[(path, content)]``,
+                content ``bytes``, ``str`` (UTF-8 text) or a
+                :class:`pathlib.Path` naming a local file to upload (streamed
+                from disk, multipart). Paths are relative to the working
+                directory.
+            return_files: Globs (relative to the working directory, ``**``
+                across directories) of files to return besides those under
+                ``output/``; see ``ExecResult.files``.
+            stdin: Text given to the program on its standard input.
+            on_stdout: Called with each chunk of standard output as the
+                program prints it (the request is then streamed); the result
+                still holds the whole (capped) output.
+            on_stderr: The same for standard error.
 
         Returns:
             The :class:`ExecResult`, whatever the program's outcome.
 
         Raises:
-            TypeError: ``code`` is not a ``str``.
+            TypeError: ``code`` is not a ``str``, or ``files`` / ``stdin``
+                have the wrong type.
+            OSError: a local file given in ``files`` cannot be read.
             SandboxRequestError: the service rejected the request (its message
-                names the field), e.g. an unknown language or a limit above the
-                service's maximum.
+                names the field), e.g. an unknown language, a limit above the
+                service's maximum or a file path it refuses.
             SandboxOverloadedError: the service is at capacity; see
                 ``retry_after``.
             SandboxUnavailableError: the service cannot be reached or is
@@ -163,19 +188,37 @@ class Client:
         What is safe to retry (a refused connection, 503, 429 with
         ``Retry-After``) is retried first, within the client's bounds
         (``retries``, ``retry_wait_max``); the error raised then carries
-        ``attempts``.
+        ``attempts``. A streamed execution is never sent again once the
+        service has begun its stream. An exception raised by a callback ends
+        the execution (the connection is closed) and is raised from here.
         """
-        body = _encode_request(code, language, timeout, env_vars, packages, memory_mb)
+        out = self._build(
+            code, language, timeout, env_vars, packages, memory_mb, files, return_files, stdin,
+            streaming=on_stdout is not None or on_stderr is not None,
+        )
         address = self._resolve()
+        read_timeout = self._read_timeout(timeout, packages)
+        if out.streaming:
+            reply = self._open_sync(address, out, read_timeout)
+            try:
+                for event in _stream.events_sync(reply):
+                    callback = on_stdout if event.type == "stdout" else on_stderr if event.type == "stderr" else None
+                    if callback is not None:
+                        callback(event.text)
+                    if event.result is not None:
+                        return event.result
+            finally:
+                reply.close()
+            raise AssertionError("unreachable: a stream ends with its result or an error")
 
         def attempt() -> ExecResult:
             response = _http.request_sync(
                 address,
                 "POST",
                 EXEC_PATH,
-                body,
+                out.body,
                 connect_timeout=self.connect_timeout,
-                read_timeout=self._read_timeout(timeout, packages),
+                read_timeout=read_timeout,
             )
             return _exec_result(address, response)
 
@@ -190,28 +233,130 @@ class Client:
         env_vars: Optional[Dict[str, str]] = None,
         packages: Optional[List[str]] = None,
         memory_mb: Optional[int] = None,
+        files: Optional[FilesArg] = None,
+        return_files: Optional[Iterable[str]] = None,
+        stdin: Optional[str] = None,
+        on_stdout: Optional[OutputCallback] = None,
+        on_stderr: Optional[OutputCallback] = None,
     ) -> ExecResult:
         """Asynchronous :meth:`exec`: same arguments, result and exceptions.
 
         Runs on the event loop with non-blocking sockets (no threads), so many
         executions can be awaited concurrently, e.g. with ``asyncio.gather``.
-        Cancelling the task closes the connection to the service.
+        Cancelling the task closes the connection to the service. The
+        callbacks may be coroutine functions (they are awaited in order).
         """
-        body = _encode_request(code, language, timeout, env_vars, packages, memory_mb)
+        out = self._build(
+            code, language, timeout, env_vars, packages, memory_mb, files, return_files, stdin,
+            streaming=on_stdout is not None or on_stderr is not None,
+        )
         address = self._resolve()
+        read_timeout = self._read_timeout(timeout, packages)
+        if out.streaming:
+            reply = await self._open_async(address, out, read_timeout)
+            events = _stream.events_async(reply)
+            try:
+                async for event in events:
+                    callback = on_stdout if event.type == "stdout" else on_stderr if event.type == "stderr" else None
+                    if callback is not None:
+                        returned = callback(event.text)
+                        if inspect.isawaitable(returned):
+                            await returned
+                    if event.result is not None:
+                        return event.result
+            finally:
+                await events.aclose()  # type: ignore[attr-defined]
+                await reply.aclose()
+            raise AssertionError("unreachable: a stream ends with its result or an error")
 
         async def attempt() -> ExecResult:
             response = await _http.request_async(
                 address,
                 "POST",
                 EXEC_PATH,
-                body,
+                out.body,
                 connect_timeout=self.connect_timeout,
-                read_timeout=self._read_timeout(timeout, packages),
+                read_timeout=read_timeout,
             )
             return _exec_result(address, response)
 
         return await self._policy().run_async(attempt)
+
+    # ---------------------------------------------------------------- stream
+
+    def stream(
+        self,
+        code: str,
+        *,
+        language: str = "python",
+        timeout: int = DEFAULT_TIMEOUT,
+        env_vars: Optional[Dict[str, str]] = None,
+        packages: Optional[List[str]] = None,
+        memory_mb: Optional[int] = None,
+        files: Optional[FilesArg] = None,
+        return_files: Optional[Iterable[str]] = None,
+        stdin: Optional[str] = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run ``code`` and iterate over its events as they happen::
+
+            async for event in client.stream("print(1)"):
+                if event.type == "stdout":
+                    print(event.text, end="")
+                elif event.type == "result":
+                    result = event.result
+
+        Arguments as for :meth:`exec` (without the callbacks). Events:
+        ``stdout`` / ``stderr`` chunks (``.text``, ``.data``), ``file``
+        (``.file``, ``.data``), and last ``result`` (``.result``, the
+        :class:`ExecResult`). Leaving the loop early closes the connection,
+        which ends the execution. Errors as for :meth:`exec`, raised from
+        the iteration (an error the service reports in the stream too).
+        """
+        out = self._build(
+            code, language, timeout, env_vars, packages, memory_mb, files, return_files, stdin,
+            streaming=True,
+        )
+        return self._stream_async(out, self._read_timeout(timeout, packages))
+
+    async def _stream_async(self, out: _request.Outgoing, read_timeout: float) -> AsyncIterator[StreamEvent]:
+        address = self._resolve()
+        reply = await self._open_async(address, out, read_timeout)
+        events = _stream.events_async(reply)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+            await reply.aclose()
+
+    def stream_sync(
+        self,
+        code: str,
+        *,
+        language: str = "python",
+        timeout: int = DEFAULT_TIMEOUT,
+        env_vars: Optional[Dict[str, str]] = None,
+        packages: Optional[List[str]] = None,
+        memory_mb: Optional[int] = None,
+        files: Optional[FilesArg] = None,
+        return_files: Optional[Iterable[str]] = None,
+        stdin: Optional[str] = None,
+    ) -> Iterator[StreamEvent]:
+        """Synchronous :meth:`stream`: a generator of the same events.
+        Closing it (or leaving a ``for`` loop over it) ends the execution."""
+        out = self._build(
+            code, language, timeout, env_vars, packages, memory_mb, files, return_files, stdin,
+            streaming=True,
+        )
+        return self._stream_sync(out, self._read_timeout(timeout, packages))
+
+    def _stream_sync(self, out: _request.Outgoing, read_timeout: float) -> Iterator[StreamEvent]:
+        address = self._resolve()
+        reply = self._open_sync(address, out, read_timeout)
+        try:
+            yield from _stream.events_sync(reply)
+        finally:
+            reply.close()
 
     # ---------------------------------------------------------------- health
 
@@ -278,6 +423,27 @@ class Client:
 
     # --------------------------------------------------------------- helpers
 
+    def _build(
+        self, code: Any, language: Any, timeout: Any, env_vars: Any, packages: Any, memory_mb: Any,
+        files: Any, return_files: Any, stdin: Any, *, streaming: bool,
+    ) -> _request.Outgoing:
+        return _request.build(
+            code, language=language, timeout=timeout, send_timeout=timeout is not DEFAULT_TIMEOUT,
+            env_vars=env_vars, packages=packages, memory_mb=memory_mb, files=files,
+            return_files=return_files, stdin=stdin, streaming=streaming,
+        )
+
+    def _open_sync(self, address: _http.Address, out: _request.Outgoing, read_timeout: float) -> _http.SyncReply:
+        """Open a stream, retrying what is safe (nothing can have run before a 200)."""
+        return self._policy().run(lambda: _stream.open_sync(
+            address, EXEC_PATH, out.body, connect_timeout=self.connect_timeout, read_timeout=read_timeout,
+        ))
+
+    async def _open_async(self, address: _http.Address, out: _request.Outgoing, read_timeout: float) -> _http.AsyncReply:
+        return await self._policy().run_async(lambda: _stream.open_async(
+            address, EXEC_PATH, out.body, connect_timeout=self.connect_timeout, read_timeout=read_timeout,
+        ))
+
     def _policy(self) -> _retry.Policy:
         retries = self.retries if self.retries is not None else _retry.retries_from_env()
         return _retry.Policy(retries, self.retry_wait_max, self.retry_backoff)
@@ -296,44 +462,6 @@ class Client:
         if packages:
             seconds += self.packages_margin
         return seconds
-
-
-def _encode_request(
-    code: Any,
-    language: Any,
-    timeout: Any,
-    env_vars: Any,
-    packages: Any,
-    memory_mb: Any,
-) -> bytes:
-    """Build the JSON body of ``POST /api/v1/exec``.
-
-    Only ``code`` is checked here; everything else is the service's to
-    validate (its 400 names the field and the rule). Parameters left at their
-    defaults are omitted, except ``code`` and ``language``.
-    """
-    if not isinstance(code, str):
-        raise TypeError("code must be a str, not {}".format(type(code).__name__))
-    body: Dict[str, Any] = {"code": code, "language": language}
-    if timeout is not DEFAULT_TIMEOUT:
-        body["timeout"] = timeout
-    if memory_mb is not None:
-        body["memory_mb"] = memory_mb
-    if env_vars is not None:
-        body["env_vars"] = dict(env_vars) if isinstance(env_vars, Mapping) else env_vars
-    if packages is not None:
-        if isinstance(packages, Iterable) and not isinstance(packages, (str, bytes, Mapping)):
-            packages = list(packages)
-        body["packages"] = packages
-    try:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    except TypeError as exc:
-        raise TypeError("the request cannot be encoded as JSON: {}".format(exc)) from exc
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # Lone surrogates: send them escaped and let the service judge them.
-        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def _exec_result(address: _http.Address, response: _http.Response) -> ExecResult:

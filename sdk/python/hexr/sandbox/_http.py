@@ -9,7 +9,10 @@ Two transports share one address parser and one reply interpreter:
   the service at once without threads.
 
 Both send ``Connection: close`` and read one response (``Content-Length``,
-``chunked`` or until end of stream).
+``chunked`` or until end of stream). A request body is bytes or a :class:`Body`
+written piece by piece (a multipart upload streamed from disk). A reply is read
+whole (:func:`request_sync`, :func:`request_async`) or opened and read as it
+arrives (:func:`open_sync`, :func:`open_async`: Server-Sent Events).
 """
 
 from __future__ import annotations
@@ -24,11 +27,17 @@ import socket
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterator, Optional, Union
+
+try:
+    from typing import Protocol
+except ImportError:  # Python < 3.8
+    Protocol = object  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:  # ssl is imported only when an https:// address is used
     import ssl
 
+from ._files import JsonBody, LocalFileError
 from ._errors import (
     SandboxError,
     SandboxInternalError,
@@ -43,6 +52,11 @@ __all__ = [
     "parse_url",
     "request_sync",
     "request_async",
+    "open_sync",
+    "open_async",
+    "SyncReply",
+    "AsyncReply",
+    "Body",
     "error_from_response",
     "decode_json",
     "parse_retry_after",
@@ -53,6 +67,8 @@ USER_AGENT = "hexr-sandbox-python"
 # Upper bounds on what we accept from the service before calling it malformed.
 _MAX_LINE = 64 * 1024
 _MAX_HEADERS = 100
+# How much of a reply body one read asks for.
+_READ_SIZE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -167,16 +183,34 @@ class Response:
     body: bytes
 
 
-def _request_headers(address: Address, body: Optional[bytes]) -> Dict[str, str]:
+class Body(Protocol):
+    """A request body of known length written in pieces."""
+
+    content_type: str
+    length: int
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+
+BodyArg = Union[bytes, Body, None]
+
+
+def _as_body(body: BodyArg) -> Optional[Body]:
+    if isinstance(body, (bytes, bytearray)):
+        return JsonBody(bytes(body))
+    return body
+
+
+def _request_headers(address: Address, body: Optional[Body], accept: str) -> Dict[str, str]:
     headers = {
         "Host": address.host_header,
         "User-Agent": _user_agent(),
-        "Accept": "application/json",
+        "Accept": accept,
         "Connection": "close",
     }
     if body is not None:
-        headers["Content-Type"] = "application/json"
-        headers["Content-Length"] = str(len(body))
+        headers["Content-Type"] = body.content_type
+        headers["Content-Length"] = str(body.length)
     return headers
 
 
@@ -344,10 +378,11 @@ def request_sync(
     address: Address,
     method: str,
     path: str,
-    body: Optional[bytes] = None,
+    body: BodyArg = None,
     *,
     connect_timeout: float,
     read_timeout: float,
+    accept: str = "application/json",
 ) -> Response:
     """Send one request and return the response.
 
@@ -355,25 +390,38 @@ def request_sync(
         SandboxUnavailableError: cannot connect, no reply in time, or the
             connection closed before a status line arrived.
         SandboxInternalError: the reply is not well-formed HTTP.
+        OSError: a local file of the body could not be read.
     """
+    reply = open_sync(
+        address, method, path, body,
+        connect_timeout=connect_timeout, read_timeout=read_timeout, accept=accept,
+    )
+    try:
+        return reply.read_all()
+    finally:
+        reply.close()
+
+
+def open_sync(
+    address: Address,
+    method: str,
+    path: str,
+    body: BodyArg = None,
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    accept: str = "application/json",
+) -> "SyncReply":
+    """Send one request and read the reply's head; the body is the caller's
+    to read (:meth:`SyncReply.chunks` or :meth:`SyncReply.read_all`) and the
+    reply to close. Errors as for :func:`request_sync`."""
     conn = _Connection(address, connect_timeout, read_timeout)
     try:
         try:
             conn.connect()
         except OSError as exc:
             raise _unavailable(address, _describe(exc), "connection_failed") from exc
-        headers = _request_headers(address, body)
-        try:
-            conn.putrequest(method, address.base_path + path, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers.items():
-                conn.putheader(name, value)
-            conn.endheaders(body)
-        except socket.timeout as exc:
-            raise _timed_out(address, read_timeout) from exc
-        except OSError:
-            # The service may have answered (e.g. 413) and closed before reading
-            # the whole body: try to read its reply below.
-            pass
+        _send_sync(conn, address, method, path, _as_body(body), accept, read_timeout)
         try:
             resp = conn.getresponse()
         except socket.timeout as exc:
@@ -385,20 +433,75 @@ def request_sync(
             ) from exc
         except (http.client.HTTPException, OSError, ValueError) as exc:
             raise _bad_response(address, _describe(exc)) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return SyncReply(address, conn, resp, read_timeout)
+
+
+def _send_sync(
+    conn: "_Connection", address: Address, method: str, path: str,
+    body: Optional[Body], accept: str, read_timeout: float,
+) -> None:
+    pieces = iter(body.chunks()) if body is not None else iter(())
+    try:
+        conn.putrequest(method, address.base_path + path, skip_host=True, skip_accept_encoding=True)
+        for name, value in _request_headers(address, body, accept).items():
+            conn.putheader(name, value)
+        conn.endheaders(next(pieces, None))
+        for piece in pieces:
+            conn.send(piece)
+    except LocalFileError:
+        raise
+    except socket.timeout as exc:
+        raise _timed_out(address, read_timeout) from exc
+    except OSError:
+        # The service may have answered (e.g. 413) and closed before reading
+        # the whole body: try to read its reply.
+        pass
+
+
+class SyncReply:
+    """A reply whose head has been read; its body is read as it arrives."""
+
+    def __init__(self, address: Address, conn: "_Connection", resp: Any, read_timeout: float) -> None:
+        self.address = address
+        self.status: int = resp.status
+        self.reason: str = resp.reason or ""
+        self.headers: Dict[str, str] = _header_dict(resp.getheaders())
+        self._conn = conn
+        self._resp = resp
+        self._read_timeout = read_timeout
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes, as they arrive (each read waits at most the read timeout)."""
+        while True:
+            data = self._read(lambda: self._resp.read1(_READ_SIZE))
+            if not data:
+                return
+            yield data
+
+    def read_all(self) -> Response:
+        """The whole reply."""
+        data = self._read(self._resp.read)
+        return Response(self.status, self.reason, self.headers, data)
+
+    def _read(self, fn: Any) -> bytes:
+        address = self.address
         try:
-            data = resp.read()
+            return fn()
         except socket.timeout as exc:
-            raise _timed_out(address, read_timeout) from exc
+            raise _timed_out(address, self._read_timeout) from exc
         except ConnectionError as exc:
             raise _unavailable(
                 address, "connection lost while reading the reply ({})".format(_describe(exc)),
                 "connection_closed",
             ) from exc
         except (http.client.HTTPException, OSError, ValueError) as exc:
-            raise _bad_response(address, _describe(exc), resp.status) from exc
-        return Response(resp.status, resp.reason or "", _header_dict(resp.getheaders()), data)
-    finally:
-        conn.close()
+            raise _bad_response(address, _describe(exc), self.status) from exc
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def _header_dict(pairs: Any) -> Dict[str, str]:
@@ -428,15 +531,38 @@ async def request_async(
     address: Address,
     method: str,
     path: str,
-    body: Optional[bytes] = None,
+    body: BodyArg = None,
     *,
     connect_timeout: float,
     read_timeout: float,
+    accept: str = "application/json",
 ) -> Response:
     """Asynchronous :func:`request_sync`: same arguments, result and errors.
 
     ``read_timeout`` bounds the whole exchange after the connection is made.
     """
+    reply = await open_async(
+        address, method, path, body,
+        connect_timeout=connect_timeout, read_timeout=read_timeout, accept=accept,
+    )
+    try:
+        return await reply.read_all()
+    finally:
+        await reply.aclose()
+
+
+async def open_async(
+    address: Address,
+    method: str,
+    path: str,
+    body: BodyArg = None,
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    accept: str = "application/json",
+) -> "AsyncReply":
+    """Asynchronous :func:`open_sync`; ``read_timeout`` bounds the whole
+    exchange, the body's reading included."""
     try:
         if address.scheme == "unix":
             sock = await _connect_unix_async(address.socket_path, connect_timeout)
@@ -460,24 +586,87 @@ async def request_async(
     except OSError as exc:
         raise _unavailable(address, _describe(exc), "connection_failed") from exc
 
+    deadline = asyncio.get_running_loop().time() + read_timeout
     try:
-        return await asyncio.wait_for(
-            _exchange(reader, writer, address, method, path, body), read_timeout
+        head = await asyncio.wait_for(
+            _exchange(reader, writer, address, method, path, _as_body(body), accept), read_timeout
         )
-    except asyncio.TimeoutError as exc:
-        raise _timed_out(address, read_timeout) from exc
-    except _NoReply as exc:
-        raise _unavailable(
-            address, "connection closed before a reply ({})".format(exc), "connection_closed"
-        ) from exc
-    except _Malformed as exc:
-        raise _bad_response(address, str(exc)) from exc
-    finally:
-        writer.close()
+    except BaseException as exc:
+        await _close_writer(writer)
+        if isinstance(exc, asyncio.TimeoutError):
+            raise _timed_out(address, read_timeout) from exc
+        if isinstance(exc, _NoReply):
+            raise _unavailable(
+                address, "connection closed before a reply ({})".format(exc), "connection_closed"
+            ) from exc
+        if isinstance(exc, _Malformed):
+            raise _bad_response(address, str(exc)) from exc
+        raise
+    status, reason, headers = head
+    return AsyncReply(address, reader, writer, method, status, reason, headers, deadline, read_timeout)
+
+
+async def _close_writer(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), 1.0)
+    except (asyncio.TimeoutError, OSError):
+        pass
+
+
+class AsyncReply:
+    """Asynchronous :class:`SyncReply`."""
+
+    def __init__(
+        self, address: Address, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        method: str, status: int, reason: str, headers: Dict[str, str],
+        deadline: float, read_timeout: float,
+    ) -> None:
+        self.address = address
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self._reader = reader
+        self._writer = writer
+        self._method = method
+        self._deadline = deadline
+        self._read_timeout = read_timeout
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive, within the exchange's deadline."""
+        loop = asyncio.get_running_loop()
+        pieces = _body_pieces(self._reader, self._method, self.status, self.headers)
         try:
-            await asyncio.wait_for(writer.wait_closed(), 1.0)
-        except (asyncio.TimeoutError, OSError):
-            pass
+            while True:
+                remaining = self._deadline - loop.time()
+                try:
+                    if remaining <= 0:
+                        raise asyncio.TimeoutError
+                    piece = await asyncio.wait_for(pieces.__anext__(), remaining)
+                except StopAsyncIteration:
+                    return
+                except asyncio.TimeoutError as exc:
+                    raise _timed_out(self.address, self._read_timeout) from exc
+                except ConnectionError as exc:
+                    raise _unavailable(
+                        self.address,
+                        "connection lost while reading the reply ({})".format(_describe(exc)),
+                        "connection_closed",
+                    ) from exc
+                except (_Malformed, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                        ValueError, OSError) as exc:
+                    raise _bad_response(self.address, _describe(exc), self.status) from exc
+                yield piece
+        finally:
+            await pieces.aclose()
+
+    async def read_all(self) -> Response:
+        """The whole reply."""
+        parts = [piece async for piece in self.chunks()]
+        return Response(self.status, self.reason, self.headers, b"".join(parts))
+
+    async def aclose(self) -> None:
+        await _close_writer(self._writer)
 
 
 async def _exchange(
@@ -486,20 +675,26 @@ async def _exchange(
     address: Address,
     method: str,
     path: str,
-    body: Optional[bytes],
-) -> Response:
+    body: Optional[Body],
+    accept: str,
+) -> "tuple[int, str, Dict[str, str]]":
     head = "{} {} HTTP/1.1\r\n".format(method, address.base_path + path)
-    for name, value in _request_headers(address, body).items():
+    for name, value in _request_headers(address, body, accept).items():
         head += "{}: {}\r\n".format(name, value)
     head += "\r\n"
     try:
-        writer.write(head.encode("latin-1") + (body or b""))
+        writer.write(head.encode("latin-1"))
+        for piece in body.chunks() if body is not None else ():
+            writer.write(piece)
+            await writer.drain()
         await writer.drain()
+    except LocalFileError:
+        raise
     except OSError:
         # As in request_sync: the service may have replied before reading it all.
         pass
     try:
-        return await _read_response(reader, method)
+        return await _read_head(reader)
     except ConnectionError as exc:
         raise _NoReply(_describe(exc)) from exc
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
@@ -538,7 +733,7 @@ async def _read_headers(reader: asyncio.StreamReader) -> Dict[str, str]:
     return _header_dict(pairs)
 
 
-async def _read_response(reader: asyncio.StreamReader, method: str) -> Response:
+async def _read_head(reader: asyncio.StreamReader) -> "tuple[int, str, Dict[str, str]]":
     first = True
     while True:
         line = await _read_line(reader)
@@ -556,17 +751,31 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> Response:
         headers = await _read_headers(reader)
         if 100 <= status < 200:
             continue  # interim response (100 Continue...): the real one follows
-        break
+        return status, reason.strip(), headers
 
+
+async def _body_pieces(
+    reader: asyncio.StreamReader, method: str, status: int, headers: Dict[str, str]
+) -> AsyncIterator[bytes]:
     if method == "HEAD" or status in (204, 304):
-        body = b""
-    elif _is_chunked(headers):
-        body = await _read_chunked(reader)
+        return
+    if _is_chunked(headers):
+        async for piece in _iter_chunked(reader):
+            yield piece
     elif "content-length" in headers:
-        body = await reader.readexactly(_content_length(headers["content-length"]))
+        left = _content_length(headers["content-length"])
+        while left > 0:
+            data = await reader.read(min(left, _READ_SIZE))
+            if not data:
+                raise asyncio.IncompleteReadError(b"", left)
+            left -= len(data)
+            yield data
     else:
-        body = await reader.read()
-    return Response(status, reason.strip(), headers, body)
+        while True:
+            data = await reader.read(_READ_SIZE)
+            if not data:
+                return
+            yield data
 
 
 def _is_chunked(headers: Dict[str, str]) -> bool:
@@ -584,8 +793,7 @@ def _content_length(value: str) -> int:
     return int(text)
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts = []
+async def _iter_chunked(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
     while True:
         line = await _read_line(reader)
         if not line:
@@ -599,7 +807,12 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
             raise _Malformed("invalid chunk size {!r}".format(line[:40])) from None
         if size == 0:
             break
-        parts.append(await reader.readexactly(size))
+        while size > 0:
+            data = await reader.read(min(size, _READ_SIZE))
+            if not data:
+                raise asyncio.IncompleteReadError(b"", size)
+            size -= len(data)
+            yield data
         end = await _read_line(reader)
         if end not in (b"\r\n", b"\n"):
             raise _Malformed("chunk not followed by CRLF")
@@ -608,7 +821,6 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         line = await _read_line(reader)
         if not line or line in (b"\r\n", b"\n"):
             break
-    return b"".join(parts)
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""The Python SDK's input and output options (issue 14) against the real service.
+
+stdin, the output callbacks and stream(): what the callbacks and the stream's
+chunks carry adds up to the result's output, whether the service streams its
+answer (Server-Sent Events) or answers it whole.
+
+Run: /usr/bin/python3 -m pytest tests/integration/test_sdk_io.py -q
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SDK_DIR = ROOT / "sdk" / "python"
+if str(SDK_DIR) not in sys.path:
+    sys.path.insert(0, str(SDK_DIR))
+
+from hexr.sandbox import Client, StreamEvent  # noqa: E402
+
+PRINTS = (
+    "import sys, time\n"
+    "for i in range(3):\n"
+    "    print('out', i, flush=True)\n"
+    "    print('err', i, file=sys.stderr, flush=True)\n"
+    "    time.sleep(0.05)\n"
+)
+
+
+@pytest.fixture
+def client(service_url: str) -> Client:
+    return Client(url=service_url)
+
+
+def test_stdin_reaches_the_program(client: Client) -> None:
+    result = client.exec("import sys\nprint(sys.stdin.read().upper(), end='')", stdin="abc\ndéf\n")
+    assert result.ok and result.stdout == "ABC\nDÉF\n"
+
+
+def test_callbacks_carry_the_whole_output(client: Client) -> None:
+    out: List[str] = []
+    err: List[str] = []
+    result = client.exec(PRINTS, on_stdout=out.append, on_stderr=err.append)
+    assert result.ok
+    assert "".join(out) == result.stdout == "out 0\nout 1\nout 2\n"
+    assert "".join(err) == result.stderr == "err 0\nerr 1\nerr 2\n"
+
+
+def test_async_callbacks_carry_the_whole_output(client: Client) -> None:
+    out: List[str] = []
+    result = asyncio.run(client.exec_async(PRINTS, language="python", on_stdout=out.append))
+    assert "".join(out) == result.stdout == "out 0\nout 1\nout 2\n"
+
+
+def _check_events(events: List[StreamEvent]) -> None:
+    assert events[-1].type == "result" and [e.type for e in events].count("result") == 1
+    result = events[-1].result
+    assert result is not None and result.ok
+    assert "".join(e.text for e in events if e.type == "stdout") == result.stdout == "out 0\nout 1\nout 2\n"
+    assert b"".join(e.data for e in events if e.type == "stderr") == result.stderr.encode()
+
+
+def test_stream_sync(client: Client) -> None:
+    _check_events(list(client.stream_sync(PRINTS)))
+
+
+def test_stream_async(client: Client) -> None:
+    async def main() -> Any:
+        return [event async for event in client.stream(PRINTS)]
+
+    _check_events(asyncio.run(main()))
+
+
+def test_stream_of_bash_with_stdin(client: Client) -> None:
+    events = list(client.stream_sync("cat; echo done", language="bash", stdin="piped\n"))
+    result = events[-1].result
+    assert result is not None and result.stdout == "piped\ndone\n"

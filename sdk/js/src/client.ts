@@ -6,6 +6,7 @@
 
 import { type Address, parseUrl } from "./address.js";
 import { SandboxError, SandboxInternalError, SandboxUnavailableError } from "./errors.js";
+import { type FilesOption, inlineEntry, multipartBody, needsMultipart, normaliseFiles, type StreamBody } from "./files.js";
 import { decodeJson, errorFromResponse } from "./reply.js";
 import { ExecResult } from "./result.js";
 import {
@@ -16,6 +17,7 @@ import {
   RetryPolicy,
   retriesFromEnv,
 } from "./retry.js";
+import { events, type StreamEvent } from "./stream.js";
 import { type OpenResponse, open, readAll, type RequestSpec, type TlsFiles, send, sleep } from "./transport.js";
 
 /** Environment variable naming the service address, read at every call. */
@@ -68,6 +70,26 @@ export interface ExecOptions {
   packages?: Iterable<string>;
   /** Standard input of the program (`stdin`; empty when left out). */
   stdin?: string;
+  /**
+   * Files written into the working directory before the program starts: a record, a
+   * Map or `[path, content]` pairs; content a string (UTF-8 text), bytes or a Blob
+   * (e.g. `await fs.openAsBlob(localPath)`: uploaded from disk as it is sent,
+   * multipart). Paths are relative to the working directory.
+   */
+  files?: FilesOption;
+  /**
+   * Globs (relative to the working directory, `**` across directories) of files to
+   * return besides those under `output/` (`return_files`); see `result.files`.
+   */
+  returnFiles?: Iterable<string> | string;
+  /**
+   * Called with each chunk of standard output as the program prints it (the request
+   * is then streamed); the result still holds the whole (capped) output. A returned
+   * promise is awaited before the next chunk.
+   */
+  onStdout?: (text: string) => unknown;
+  /** The same for standard error. */
+  onStderr?: (text: string) => unknown;
   /**
    * Cancels the call: the connection is closed (the service then kills the sandbox)
    * and the promise rejects with the signal's reason.
@@ -123,7 +145,14 @@ const CLIENT_OPTIONS = new Set([
   "url", "timeoutMargin", "packagesMargin", "connectTimeout", "healthTimeout",
   "caFile", "certFile", "keyFile", "retries", "retryWaitMax", "retryBackoff", "onRetry",
 ]);
-const EXEC_OPTIONS = new Set(["language", "timeout", "memoryMb", "envVars", "packages", "stdin", "signal"]);
+const EXEC_OPTIONS = new Set([
+  "language", "timeout", "memoryMb", "envVars", "packages", "stdin", "signal",
+  "files", "returnFiles", "onStdout", "onStderr",
+]);
+const STREAM_OPTIONS = new Set([...EXEC_OPTIONS].filter((k) => k !== "onStdout" && k !== "onStderr"));
+
+/** Options of {@link Client.stream}: those of `exec` without the callbacks. */
+export type StreamOptions = Omit<ExecOptions, "onStdout" | "onStderr">;
 const HEALTH_OPTIONS = new Set(["timeout", "signal"]);
 
 function checkKeys(what: string, options: object, known: Set<string>): void {
@@ -238,11 +267,69 @@ export class Client {
    *
    * What is safe to retry (a connection that could not be made, 503, 429 with
    * `Retry-After`) is retried first, within the client's bounds (`retries`,
-   * `retryWaitMax`); the error thrown then carries `attempts`.
+   * `retryWaitMax`); the error thrown then carries `attempts`. A streamed execution
+   * (`onStdout`, `onStderr`) is never sent again once the service has begun its
+   * stream; a callback that throws ends the execution (the connection is closed) and
+   * its error is the call's.
    */
   async exec(code: string, options: ExecOptions = {}): Promise<ExecResult> {
     checkKeys("exec options", options, EXEC_OPTIONS);
-    return this.#execAt(EXEC_PATH, code, options);
+    const { onStdout, onStderr } = options;
+    for (const [name, fn] of [["onStdout", onStdout], ["onStderr", onStderr]] as const) {
+      if (fn !== undefined && typeof fn !== "function") throw new TypeError(`${name} must be a function`);
+    }
+    if (onStdout === undefined && onStderr === undefined) return this.#execAt(EXEC_PATH, code, options);
+    for await (const event of this.#stream(code, options)) {
+      if (event.type === "result") return event.result;
+      if (event.type === "file") continue;
+      const callback = event.type === "stdout" ? onStdout : onStderr;
+      if (callback !== undefined) await callback(event.text);
+    }
+    throw new Error("unreachable: a stream ends with its result or an error");
+  }
+
+  /**
+   * Runs `code` and iterates over its events as they happen:
+   *
+   * ```ts
+   * for await (const event of client.stream("print(1)")) {
+   *   if (event.type === "stdout") process.stdout.write(event.text);
+   *   else if (event.type === "result") console.log(event.result.exitCode);
+   * }
+   * ```
+   *
+   * Options as for {@link exec} without the callbacks. Events: `stdout` / `stderr`
+   * chunks (`text`, `data`), `file` (`file`, `data`), and last `result` (the
+   * {@link ExecResult}). Leaving the loop early closes the connection, which ends the
+   * execution. Errors as for {@link exec}, thrown from the iteration (one the service
+   * reports in the stream too).
+   *
+   * @throws TypeError at once: `code` is not a string, or an option is unknown.
+   */
+  stream(code: string, options: StreamOptions = {}): AsyncIterable<StreamEvent> {
+    checkKeys("stream options", options, STREAM_OPTIONS);
+    return this.#stream(code, options);
+  }
+
+  #stream(code: string, options: ExecOptions): AsyncGenerator<StreamEvent, void, undefined> {
+    const request = encodeRequest(code, options);
+    const open = async () => {
+      const address = this.#resolve();
+      const reply = await this.#withRetries(address, {
+        method: "POST",
+        path: EXEC_PATH,
+        body: request,
+        accept: "text/event-stream",
+        connectTimeout: this.connectTimeout,
+        readTimeout: this.#readTimeout(options),
+        signal: options.signal,
+      });
+      return { address, reply };
+    };
+    return (async function* () {
+      const { address, reply } = await open();
+      yield* events(address, reply);
+    })();
   }
 
   /** Runs `code` with `POST path` (the exec route, or another that takes the same body). */
@@ -370,10 +457,11 @@ function hasAny(values: Iterable<string>): boolean {
 }
 
 /**
- * The JSON body of `POST /api/v1/exec`. Only `code` is checked here; everything else
- * is the service's to validate (its 400 names the field and the rule).
+ * The one builder of `POST /api/v1/exec` bodies: JSON, or multipart when files are
+ * large or Blobs. Only `code` and the shape of `files` are checked here; everything
+ * else is the service's to validate (its 400 names the field and the rule).
  */
-function encodeRequest(code: unknown, options: ExecOptions): Uint8Array {
+function encodeRequest(code: unknown, options: ExecOptions): Uint8Array | StreamBody {
   if (typeof code !== "string") {
     throw new TypeError(`code must be a string, not ${code === null ? "null" : typeof code}`);
   }
@@ -390,6 +478,18 @@ function encodeRequest(code: unknown, options: ExecOptions): Uint8Array {
       : p;
   }
   if (options.stdin !== undefined) body["stdin"] = options.stdin;
-  // Lone surrogates come out escaped (\udxxx): the service judges them.
+  if (options.returnFiles !== undefined) {
+    const r: unknown = options.returnFiles;
+    body["return_files"] = typeof r === "string" ? [r]
+      : typeof r === "object" && r !== null && Symbol.iterator in r ? Array.from(r as Iterable<unknown>) : r;
+  }
+  const specs = normaliseFiles(options.files);
+  if (needsMultipart(specs)) return multipartBody(json(body), specs);
+  if (options.files !== undefined) body["files"] = specs.map(inlineEntry);
+  return json(body);
+}
+
+// Lone surrogates come out escaped (\udxxx): the service judges them.
+function json(body: Record<string, unknown>): Uint8Array {
   return Buffer.from(JSON.stringify(body), "utf8");
 }

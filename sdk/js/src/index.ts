@@ -12,6 +12,17 @@
  * result.ok;        // true
  * ```
  *
+ * Files go in and come back, and output can be followed as it is printed:
+ *
+ * ```ts
+ * const result = await exec("import pandas as pd; pd.read_csv('d.csv').plot(); import matplotlib.pyplot as plt; plt.show()", {
+ *   files: { "d.csv": "a,b\n1,2\n" },
+ *   onStdout: (text) => process.stdout.write(text),
+ * });
+ * result.files.get("output/figure-1.png");  // Uint8Array
+ * for await (const event of stream("print(1)")) { ... }  // stdout, stderr, file, then result
+ * ```
+ *
  * The service address comes from `HEXR_SANDBOX_URL` (read at every call; default
  * `http://127.0.0.1:8080`; `unix:/path/to.sock` for a unix socket), or use a
  * {@link Client} with an explicit `url`.
@@ -23,8 +34,9 @@
  * @module
  */
 
-import { Client, type ExecOptions, type HealthOptions } from "./client.js";
+import { Client, type ExecOptions, type HealthOptions, type StreamOptions } from "./client.js";
 import type { ExecResult } from "./result.js";
+import type { StreamEvent } from "./stream.js";
 
 export {
   CA_FILE_ENV,
@@ -35,7 +47,9 @@ export {
   KEY_FILE_ENV,
   URL_ENV,
 } from "./client.js";
-export type { ClientOptions, ExecOptions, HealthOptions, Language } from "./client.js";
+export type { ClientOptions, ExecOptions, HealthOptions, Language, StreamOptions } from "./client.js";
+export { type FileContent, type FilesOption, INLINE_LIMIT } from "./files.js";
+export type { StreamEvent } from "./stream.js";
 export { type Address, parseUrl } from "./address.js";
 export {
   SandboxError,
@@ -45,7 +59,7 @@ export {
   SandboxUnavailableError,
 } from "./errors.js";
 export type { SandboxErrorInit, SandboxOverloadedErrorInit } from "./errors.js";
-export { ExecResult, type ExecResponse } from "./result.js";
+export { type ExecError, ExecResult, type ExecResponse, type FileInfo, type FileResponse } from "./result.js";
 export {
   DEFAULT_RETRIES,
   DEFAULT_RETRY_BACKOFF,
@@ -65,10 +79,19 @@ const defaultClient = new Client();
  * program's outcome: check `result.ok`. See {@link Client.exec}.
  *
  * @param code source code (or shell script) to run.
- * @param options language, timeout (seconds), memoryMb, envVars, packages, stdin, signal.
+ * @param options language, timeout (seconds), memoryMb, envVars, packages, stdin, files,
+ *   returnFiles, onStdout, onStderr, signal.
  */
 export function exec(code: string, options?: ExecOptions): Promise<ExecResult> {
   return defaultClient.exec(code, options);
+}
+
+/**
+ * Runs `code` and iterates over its {@link StreamEvent}s as they happen (`stdout`,
+ * `stderr`, `file`, then `result`). See {@link Client.stream}.
+ */
+export function stream(code: string, options?: StreamOptions): AsyncIterable<StreamEvent> {
+  return defaultClient.stream(code, options);
 }
 
 /**

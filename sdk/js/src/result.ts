@@ -1,5 +1,6 @@
 /**
- * The {@link ExecResult} of every execution the service ran.
+ * The {@link ExecResult} of every execution the service ran, with the returned files'
+ * metadata ({@link FileInfo}) and why the sandbox ended the program ({@link ExecError}).
  *
  * @module
  */
@@ -19,6 +20,91 @@ export interface ExecResponse {
   stdout_truncated: boolean;
   stderr_truncated: boolean;
   id?: string;
+  files?: FileResponse[];
+  error?: { type: string; message: string } | null;
+  stdout_omitted_bytes?: number;
+  stderr_omitted_bytes?: number;
+}
+
+/** One returned file as the service sends it. */
+export interface FileResponse {
+  path: string;
+  size: number;
+  mime: string;
+  encoding: "utf-8" | "base64";
+  content: string;
+  truncated: boolean;
+}
+
+/** Why the sandbox ended the program (`result.error`); not an exception. */
+export interface ExecError {
+  /** `timeout`, `memory_limit`, `output_limit`, `signal` or `killed`. */
+  readonly type: string;
+  /** The same in words, e.g. `killed: time limit of 30 s exceeded` (also stderr's last line). */
+  readonly message: string;
+}
+
+/** One file the program left for the caller (`result.fileInfo`). */
+export interface FileInfo {
+  /** Path relative to the working directory, e.g. `output/figure-1.png`. */
+  readonly path: string;
+  /** Its size in the sandbox, in bytes. */
+  readonly size: number;
+  /** Media type the service guessed from the extension. */
+  readonly mime: string;
+  /** True when it did not fit in the return budget: its bytes were not sent. */
+  readonly truncated: boolean;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Decodes one file object of the service into its metadata and its bytes.
+ *
+ * @throws SandboxInternalError (`bad_response`) for a malformed object.
+ */
+export function decodeFile(data: unknown, where = "files[]"): { info: FileInfo; content: Uint8Array } {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) throw bad(`'${where}' is not an object`);
+  const doc = data as Record<string, unknown>;
+  const path = doc["path"];
+  if (typeof path !== "string" || path === "") throw bad(`'${where}.path' is not a non-empty string`);
+  const text = stringField(doc, "content");
+  const encoding = doc["encoding"] ?? "utf-8";
+  let content: Uint8Array;
+  if (encoding === "utf-8") {
+    content = Buffer.from(text, "utf8");
+  } else if (encoding === "base64") {
+    if (text.length % 4 !== 0 || !BASE64.test(text)) throw bad(`'${where}.content' is not valid base64`);
+    content = Buffer.from(text, "base64");
+  } else {
+    throw bad(`'${where}.encoding' is ${JSON.stringify(encoding)}, not 'utf-8' or 'base64'`);
+  }
+  const size = doc["size"] ?? content.byteLength;
+  if (!Number.isInteger(size) || (size as number) < 0) throw bad(`'${where}.size' is not a size`);
+  const mime = doc["mime"] ?? "application/octet-stream";
+  if (typeof mime !== "string") throw bad(`'${where}.mime' is not a string`);
+  const info: FileInfo = { path, size: size as number, mime: mime || "application/octet-stream", truncated: boolField(doc, "truncated") };
+  return { info, content };
+}
+
+function encodeFile(info: FileInfo, content: Uint8Array): FileResponse {
+  const bytes = Buffer.from(content.buffer, content.byteOffset, content.byteLength);
+  let text: string | null = null;
+  if (info.mime.startsWith("text/")) {
+    try {
+      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch {
+      text = null;
+    }
+  }
+  return {
+    path: info.path,
+    size: info.size,
+    mime: info.mime,
+    encoding: text !== null ? "utf-8" : "base64",
+    content: text !== null ? text : bytes.toString("base64"),
+    truncated: info.truncated,
+  };
 }
 
 /**
@@ -56,6 +142,19 @@ export class ExecResult {
   readonly stderrTruncated: boolean;
   /** The service's identifier of this execution (`id`, also `X-Request-Id`), or `null`. */
   readonly id: string | null;
+  /**
+   * The files the program left (under `output/` or matching `returnFiles`), path to
+   * bytes, in path order; those over the return budget are not in it (see `fileInfo`).
+   */
+  readonly files: ReadonlyMap<string, Uint8Array>;
+  /** Metadata of every returned file, those left out (`truncated`) included. */
+  readonly fileInfo: readonly FileInfo[];
+  /** `null` when the program ended by itself; else why the sandbox ended it (`error`). */
+  readonly error: ExecError | null;
+  /** Bytes left out of the middle of stdout (head and tail kept; `stdout_omitted_bytes`). */
+  readonly stdoutOmittedBytes: number;
+  /** The same for stderr (`stderr_omitted_bytes`). */
+  readonly stderrOmittedBytes: number;
 
   constructor(fields: {
     stdout: string;
@@ -69,6 +168,11 @@ export class ExecResult {
     stdoutTruncated?: boolean;
     stderrTruncated?: boolean;
     id?: string | null;
+    files?: ReadonlyMap<string, Uint8Array>;
+    fileInfo?: readonly FileInfo[];
+    error?: ExecError | null;
+    stdoutOmittedBytes?: number;
+    stderrOmittedBytes?: number;
   }) {
     this.stdout = fields.stdout;
     this.stderr = fields.stderr;
@@ -81,6 +185,11 @@ export class ExecResult {
     this.stdoutTruncated = fields.stdoutTruncated ?? false;
     this.stderrTruncated = fields.stderrTruncated ?? false;
     this.id = fields.id ?? null;
+    this.files = fields.files ?? new Map();
+    this.fileInfo = fields.fileInfo ?? [];
+    this.error = fields.error ?? null;
+    this.stdoutOmittedBytes = fields.stdoutOmittedBytes ?? 0;
+    this.stderrOmittedBytes = fields.stderrOmittedBytes ?? 0;
   }
 
   /** True when the program exited with status 0. */
@@ -112,6 +221,14 @@ export class ExecResult {
       stderr_truncated: this.stderrTruncated,
     };
     if (this.id !== null) data.id = this.id;
+    if (this.fileInfo.length > 0) {
+      data.files = this.fileInfo.map((f) => encodeFile(f, this.files.get(f.path) ?? new Uint8Array()));
+    }
+    if (this.error !== null) data.error = { type: this.error.type, message: this.error.message };
+    if (this.stdoutOmittedBytes || this.stderrOmittedBytes) {
+      data.stdout_omitted_bytes = this.stdoutOmittedBytes;
+      data.stderr_omitted_bytes = this.stderrOmittedBytes;
+    }
     return data;
   }
 
@@ -130,6 +247,7 @@ export class ExecResult {
     const doc = data as Record<string, unknown>;
     const exitCode = doc["exit_code"];
     if (!Number.isInteger(exitCode)) throw bad("the response has no integer 'exit_code'");
+    const { fileInfo, files } = filesField(doc);
     return new ExecResult({
       stdout: stringField(doc, "stdout"),
       stderr: stringField(doc, "stderr"),
@@ -142,8 +260,38 @@ export class ExecResult {
       stdoutTruncated: boolField(doc, "stdout_truncated"),
       stderrTruncated: boolField(doc, "stderr_truncated"),
       id: idField(doc, "id"),
+      files,
+      fileInfo,
+      error: errorField(doc),
+      stdoutOmittedBytes: Math.round(numberField(doc, "stdout_omitted_bytes")),
+      stderrOmittedBytes: Math.round(numberField(doc, "stderr_omitted_bytes")),
     });
   }
+}
+
+function filesField(doc: Record<string, unknown>): { fileInfo: FileInfo[]; files: Map<string, Uint8Array> } {
+  const value = doc["files"] ?? null;
+  const fileInfo: FileInfo[] = [];
+  const files = new Map<string, Uint8Array>();
+  if (value === null) return { fileInfo, files };
+  if (!Array.isArray(value)) throw bad("'files' is not an array");
+  value.forEach((item, i) => {
+    const { info, content } = decodeFile(item, `files[${i}]`);
+    fileInfo.push(info);
+    if (!info.truncated) files.set(info.path, content);
+  });
+  return { fileInfo, files };
+}
+
+function errorField(doc: Record<string, unknown>): ExecError | null {
+  const value = doc["error"] ?? null;
+  if (value === null) return null;
+  if (typeof value !== "object" || Array.isArray(value)) throw bad("'error' is neither null nor an object");
+  const e = value as Record<string, unknown>;
+  const type = e["type"];
+  const message = e["message"] ?? "";
+  if (typeof type !== "string" || typeof message !== "string") throw bad("'error' has no string 'type' and 'message'");
+  return { type, message };
 }
 
 function bad(detail: string): SandboxInternalError {

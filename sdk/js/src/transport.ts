@@ -5,7 +5,8 @@
  *
  * {@link open} resolves once the status line and headers are in and hands the body
  * over as a stream, so a caller can read a reply as it comes; {@link send} reads it
- * whole. Every failure becomes a {@link SandboxError} subclass; `connection_failed`
+ * whole. A body is bytes, or a {@link StreamBody} written piece by piece with the
+ * socket's back-pressure (a multipart upload read from Blobs as it is sent). Every failure becomes a {@link SandboxError} subclass; `connection_failed`
  * means that no byte of the request left (the retry policy relies on it).
  *
  * @module
@@ -18,6 +19,7 @@ import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 
 import { type Address, hostHeader } from "./address.js";
+import type { StreamBody } from "./files.js";
 import { SandboxInternalError, SandboxUnavailableError } from "./errors.js";
 import { VERSION } from "./version.js";
 
@@ -39,8 +41,8 @@ export interface RequestSpec {
   method: string;
   /** API path (the address's base path is put before it). */
   path: string;
-  body?: Uint8Array | undefined;
-  /** `Content-Type` of `body` (default `application/json`). */
+  body?: Uint8Array | StreamBody | undefined;
+  /** `Content-Type` of `body` (default: a StreamBody's own, else `application/json`). */
   contentType?: string | undefined;
   /** `Accept` (default `application/json`). */
   accept?: string | undefined;
@@ -218,10 +220,12 @@ function attempt(address: Address, spec: RequestSpec, tls: https.RequestOptions)
       Connection: "close",
     };
     const body = spec.body;
-    const expectContinue = body !== undefined && body.byteLength > EXPECT_THRESHOLD;
+    const streamed = body !== undefined && !(body instanceof Uint8Array) ? body : undefined;
+    const length = body === undefined ? 0 : body instanceof Uint8Array ? body.byteLength : body.length;
+    const expectContinue = body !== undefined && length > EXPECT_THRESHOLD;
     if (body !== undefined) {
-      headers["Content-Type"] = spec.contentType ?? "application/json";
-      headers["Content-Length"] = String(body.byteLength);
+      headers["Content-Type"] = spec.contentType ?? streamed?.contentType ?? "application/json";
+      headers["Content-Length"] = String(length);
     }
     if (expectContinue) headers["Expect"] = "100-continue";
     const options: https.RequestOptions = {
@@ -285,11 +289,22 @@ function attempt(address: Address, spec: RequestSpec, tls: https.RequestOptions)
       if (expectContinue) expectTimer = setTimeout(sendBody, toMs(EXPECT_WAIT));
     };
     let bodySent = false;
-    const sendBody = () => {
-      if (bodySent || phase !== "waiting") return;
+    const startBody = () => {
+      if (bodySent) return;
       bodySent = true;
       clearTimeout(expectTimer);
-      req.end(body);
+      if (streamed === undefined) {
+        req.end(body);
+        return;
+      }
+      pump(req, streamed).catch((err: unknown) => {
+        // A source that could not be read: the upload is abandoned (unless the service
+        // already answered, which stands).
+        if (phase !== "body") fail(err);
+      });
+    };
+    const sendBody = () => {
+      if (phase === "waiting") startBody();
     };
     req.on("socket", (socket: Socket) => {
       if (address.scheme === "https") socket.once("secureConnect", onConnected);
@@ -352,12 +367,33 @@ function attempt(address: Address, spec: RequestSpec, tls: https.RequestOptions)
     if (expectContinue) {
       req.once("continue", sendBody);
       req.flushHeaders();
-    } else if (body !== undefined && body.byteLength > 0) {
+    } else if (streamed !== undefined) {
+      startBody(); // small: written as the socket takes it
+    } else if (body !== undefined && length > 0) {
       req.end(body);
     } else {
       req.end();
     }
   });
+}
+
+/** Writes a streamed body, waiting for the socket to drain; ends the request. */
+async function pump(req: http.ClientRequest, body: StreamBody): Promise<void> {
+  for await (const chunk of body.chunks()) {
+    if (req.destroyed) return;
+    if (!req.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          req.off("drain", done);
+          req.off("close", done);
+          resolve();
+        };
+        req.on("drain", done);
+        req.on("close", done);
+      });
+    }
+  }
+  if (!req.destroyed) req.end();
 }
 
 /** Reads a body stream whole. Errors are the stream's (already SandboxErrors). */

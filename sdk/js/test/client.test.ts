@@ -130,6 +130,23 @@ describe("results", () => {
     });
   });
 
+  test("onStdout, onStderr and stream() carry the whole output", async () => {
+    const code = "import sys, time\nfor i in range(3):\n    print('out', i, flush=True)\n" +
+      "    print('err', i, file=sys.stderr, flush=True)\n    time.sleep(0.05)\n";
+    const out: string[] = [];
+    const err: string[] = [];
+    const result = await hexr.exec(code, { onStdout: (t) => void out.push(t), onStderr: (t) => void err.push(t) });
+    assert.equal(out.join(""), "out 0\nout 1\nout 2\n");
+    assert.equal(result.stdout, out.join(""));
+    assert.equal(err.join(""), result.stderr);
+    const events: hexr.StreamEvent[] = [];
+    for await (const event of hexr.stream("cat; echo done", { language: "bash", stdin: "piped\n" })) events.push(event);
+    const last = events[events.length - 1];
+    assert.ok(last?.type === "result");
+    assert.equal(last.result.stdout, "piped\ndone\n");
+    assert.equal(events.map((e) => (e.type === "stdout" ? e.text : "")).join(""), last.result.stdout);
+  });
+
   test("twenty concurrent calls", async () => {
     const client = new Client({ url: tcp.url });
     const code = "import os\nn = int(os.environ['N'])\nprint(n, n * n)\n";

@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "engine/request.h"
 #include "core/macro.h"
+#include "engine/runtime.h"
 #include "guest/agent.h"
 #include "ns/ns.h"
 #include "ns/payload.h"
@@ -47,15 +47,6 @@
 /* guest uid of the sandbox's root (the sandbox user is +1000), as SANDBOX_UID_BASE */
 #define AGENT_UID_BASE 1000000u
 #define PSI_TRIGGER "full 1000000 2000000"
-
-/* The interpreters and file names of the namespace backend (src/engine/runtime.c). */
-static const struct {
-        const char *interpreter, *code_name;
-} runtimes[HXS_LANG_MAX] = {
-        [HXS_LANG_PYTHON] = { "/usr/bin/python3", "main.py" },
-        [HXS_LANG_JAVASCRIPT] = { "/usr/bin/node", "main.js" },
-        [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
-};
 
 static int fail(char *msg, size_t size, int err, const char *what)
 {
@@ -134,11 +125,8 @@ static int make_payload(const hxp_run *run, const uint8_t *code)
         for (size_t i = 0; i < run->n_env && r == 0; i++)
                 if (!(envp[i] = strndup((const char *)run->env[i], run->env_len[i])))
                         r = -ENOMEM;
-        if (r == 0) {
-                hxs_request req = { .language = (hxs_language)run->language, .code = (char *)code,
-                                    .code_len = run->code_len };
-                r = payload_create(&req, envp);
-        }
+        if (r == 0)
+                r = payload_create((const char *)code, run->code_len, envp);
         for (size_t i = 0; i < run->n_env; i++)
                 free(envp[i]);
         free(envp);
@@ -155,7 +143,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
 {
         static hxs_seccomp seccomp;
         static bool have_seccomp;
-        static hxs_config cfg;
+        static ns_limits limits;
         int r, payload_fd = -1, cg_fd = -1, pidfd = -1;
         int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
             err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
@@ -171,7 +159,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
                         return fail(msg, size, -r, "building the seccomp filter");
                 have_seccomp = true;
         }
-        cfg = (hxs_config){ .tmpfs_mb = run->tmpfs_mb, .nofile = run->nofile };
+        limits = (ns_limits){ .tmpfs_mb = run->tmpfs_mb, .nofile = run->nofile };
 
         if ((cg_fd = cg_create(run, msg, size)) < 0)
                 return cg_fd;
@@ -196,9 +184,9 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
                 goto fail;
         }
         ns_child_args a = {
-                .cfg = &cfg, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
-                .interpreter = runtimes[run->language].interpreter,
-                .code_name = runtimes[run->language].code_name,
+                .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
+                .interpreter = hxs_runtimes[run->language].path,
+                .code_name = hxs_runtimes[run->language].file,
                 .payload_fd = payload_fd, .sync_fd = sync_p[0], .report_fd = report_p[1],
                 .stdin_fd = in_p[0], .stdout_fd = out_p[1], .stderr_fd = err_p[1],
                 .memory_mb = run->memory_mb,

@@ -284,15 +284,17 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
         }
-        payload_fd = payload_create(req, nx->envp);
+        payload_fd = payload_create(req->code, req->code_len, nx->envp);
         if (payload_fd < 0) {
                 r = payload_fd;
                 hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
                 goto fail;
         }
 
+        ns_limits limits;
+        ns_limits_of(cfg, &limits);
         ns_child_args args = {
-                .cfg = cfg, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
+                .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
                 .interpreter = hxs_runtimes[req->language].path,
                 .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
                 .init_fd = b->init_fd,

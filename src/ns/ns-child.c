@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Inside the sandbox. The cloned child is PID 1 of a new pid namespace and root of a
- * new user namespace (mapped to an unprivileged host uid). It builds the root
- * filesystem as a list of steps, pivots into it, then forks the program: the program
- * drops to the "sandbox" user with no capabilities, no_new_privs and the seccomp
- * filter, and execs the interpreter. PID 1 then becomes the init (ns-init.h): with no
- * capabilities, no_new_privs and the same filter it execs a small static program that
- * reaps, and when the program exits reports the status and exits, which makes the
- * kernel kill every other process of the namespace (daemons included). So PID 1 holds
+ * new user namespace (mapped to an unprivileged host uid). ns_child_main is the list
+ * of steps, in the order the security argument needs; the root filesystem is a table
+ * of steps (root_steps) run by one loop. It pivots into the root, then forks the
+ * program: the program drops to the "sandbox" user with no capabilities, no_new_privs
+ * and the seccomp filter (the steps of jail.h), and execs the interpreter. PID 1 then
+ * becomes the init (ns-init.h): with no capabilities, no_new_privs and the same filter
+ * it execs a small static program that reaps, and when the program exits reports the
+ * status and exits, which makes the kernel kill every other process of the namespace
+ * (daemons included). So PID 1 holds
  * nothing of the process it was cloned from (the service, or a template).
  *
  * Everything here runs between clone and exec in a copy of the supervisor: no locks,
@@ -15,10 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
 #include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,6 +42,7 @@
 #include "core/macro.h"
 #include "ns/ns-etc.h"
 #include "ns/ns-init.h"
+#include "core/jail.h"
 #include "ns/ns-proc.h"
 #include "ns/ns.h"
 
@@ -285,11 +285,11 @@ static void build_dev(const char *root)
  * with the host's tree at pivot_root, in the one detach that costs a grace period. */
 static const char *const scratch_dirs[] = { "tmp", "var/tmp", "run/lock" };
 
-static void stage_scratch(const char *mountpoint, const hxs_config *cfg, int ret_fds[3])
+static void stage_scratch(const char *mountpoint, const ns_limits *lim, int ret_fds[3])
 {
         char p[600], opts[128];
-        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0755", cfg->tmpfs_mb,
-                 cfg->tmpfs_mb * 256 + 1024);
+        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0755", lim->tmpfs_mb,
+                 lim->tmpfs_mb * 256 + 1024);
         tmpfs_or_die(mountpoint, opts, MS_NOSUID | MS_NODEV);
         snprintf(p, sizeof(p), "%s/var", mountpoint);
         mkdir_or_die(p, 0755);
@@ -321,7 +321,7 @@ static void bind_scratch(const char *root, int fds[3])
 /* What the synthesized /proc and /sys report: the sandbox's CPU share and memory limit. */
 static ns_machine machine_of(const ns_child_args *a)
 {
-        ns_machine m = { .ncpus = ns_machine_cpus(a->cfg->cpus_milli) };
+        ns_machine m = { .ncpus = ns_machine_cpus(a->limits->cpus_milli) };
         struct sysinfo si;
         uint64_t host_kb = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit / 1024 : 0;
         m.memory_kb = (uint64_t)a->memory_mb * 1024;
@@ -330,40 +330,72 @@ static ns_machine machine_of(const ns_child_args *a)
         return m;
 }
 
-static void build_root(const ns_child_args *a, const payload_view *pl)
-{
-        const char *root = a->mountpoint;
-        const hxs_config *cfg = a->cfg;
-        const ns_machine mach = machine_of(a);
-        char p[600], opts[128], why[300];
-        int r;
+/* ---- the root as a table of steps (bubblewrap's SetupOp) ------------------------- */
 
-        /* Nothing we mount may propagate back to the host. */
+/* What the steps of the root share. */
+typedef struct root_ctx {
+        const ns_child_args *a;
+        const payload_view *pl;
+        const char *root;               /* a->mountpoint */
+        ns_machine mach;
+        int scratch[3];                 /* stage_scratch's directories, until bound */
+        const char *path, *host;        /* the bind being made: in the root, on the host */
+} root_ctx;
+
+typedef struct root_step {
+        void (*run)(root_ctx *c);
+        const char *path;               /* in the new root, for a bind */
+        size_t host;                    /* a const char * of ns_child_args: NULL there skips
+                                         * the step; NO_HOST: always run */
+} root_step;
+#define NO_HOST SIZE_MAX
+
+static void op_private(root_ctx *c)
+{
+        (void)c;
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("making mounts private");
-        int scratch[3];
-        stage_scratch(root, cfg, scratch);
-        snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
-                 (pl->code_len >> 10) + 1024 + (ns_machine_root_bytes(&mach) >> 10));
-        tmpfs_or_die(root, opts, MS_NOSUID | MS_NODEV);
+}
 
+static void op_stage_scratch(root_ctx *c)
+{
+        stage_scratch(c->root, c->a->limits, c->scratch);
+}
+
+/* The root itself: a tmpfs sized for the code, the synthesized files and a margin. */
+static void op_root_tmpfs(root_ctx *c)
+{
+        char opts[128];
+        snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
+                 (c->pl->code_len >> 10) + 1024 + (ns_machine_root_bytes(&c->mach) >> 10));
+        tmpfs_or_die(c->root, opts, MS_NOSUID | MS_NODEV);
+}
+
+static void op_skeleton(root_ctx *c)
+{
         static const char *const dirs[] = { "usr", "tmp", "home", "home/sandbox", "proc", "code",
                                             "var", "var/tmp", "run", "run/lock" };
+        char p[600];
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-                snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+                snprintf(p, sizeof(p), "%s/%s", c->root, dirs[i]);
                 mkdir_or_die(p, 0755);
         }
-        snprintf(p, sizeof(p), "%s/var/lock", root);
+        snprintf(p, sizeof(p), "%s/var/lock", c->root);
         if (symlink("../run/lock", p) < 0)
                 die("symlink %s", p);
+}
+
+/* /usr read-only, the host's or SANDBOX_ROOTFS's, with the merged-/usr links it has. */
+static void op_usr(root_ctx *c)
+{
         static const char *const usr_links[][2] = {
                 { "usr/bin", "bin" }, { "usr/sbin", "sbin" }, { "usr/lib", "lib" },
                 { "usr/lib64", "lib64" }, { "usr/lib32", "lib32" }, { "usr/libx32", "libx32" },
         };
         const char *usr_src = "/usr";
-        char rootfs_usr[300];
-        if (cfg->rootfs[0]) {
-                snprintf(rootfs_usr, sizeof(rootfs_usr), "%s/usr", cfg->rootfs);
+        char rootfs_usr[300], p[600];
+        if (c->a->limits->rootfs[0]) {
+                snprintf(rootfs_usr, sizeof(rootfs_usr), "%s/usr", c->a->limits->rootfs);
                 usr_src = rootfs_usr;
         }
         for (size_t i = 0; i < ARRAY_SIZE(usr_links); i++) {
@@ -371,57 +403,96 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
                 snprintf(target, sizeof(target), "%s/%s", usr_src, usr_links[i][0] + 4);
                 if (access(target, F_OK) < 0)
                         continue;
-                snprintf(p, sizeof(p), "%s/%s", root, usr_links[i][1]);
+                snprintf(p, sizeof(p), "%s/%s", c->root, usr_links[i][1]);
                 if (symlink(usr_links[i][0], p) < 0)
                         die("symlink %s", p);
         }
-        snprintf(p, sizeof(p), "%s/usr", root);
+        snprintf(p, sizeof(p), "%s/usr", c->root);
         bind_ro(usr_src, p);
+}
 
-        build_etc(root);
-        build_dev(root);
+static void op_etc(root_ctx *c)
+{
+        build_etc(c->root);
+}
 
-        /* writable scratch, capped; pages count against the sandbox's memory cgroup */
-        bind_scratch(root, scratch);
-        snprintf(p, sizeof(p), "%s/home/sandbox", root);
-        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0700,uid=%d,gid=%d", cfg->tmpfs_mb,
-                 cfg->tmpfs_mb * 256 + 1024, NS_SANDBOX_UID, NS_SANDBOX_UID);
+static void op_dev(root_ctx *c)
+{
+        build_dev(c->root);
+}
+
+/* writable scratch, capped; pages count against the sandbox's memory cgroup */
+static void op_scratch(root_ctx *c)
+{
+        bind_scratch(c->root, c->scratch);
+}
+
+static void op_home(root_ctx *c)
+{
+        const ns_limits *lim = c->a->limits;
+        char p[600], opts[128];
+        snprintf(p, sizeof(p), "%s/home/sandbox", c->root);
+        snprintf(opts, sizeof(opts), "size=%um,nr_inodes=%u,mode=0700,uid=%d,gid=%d", lim->tmpfs_mb,
+                 lim->tmpfs_mb * 256 + 1024, NS_SANDBOX_UID, NS_SANDBOX_UID);
         tmpfs_or_die(p, opts, MS_NOSUID | MS_NODEV);
+}
 
-        /* packages=: an installed set, read-only; the installer's wheelhouse and target */
-        if (a->pkgs_dir) {
-                snprintf(p, sizeof(p), "%s/opt", root);
+/* The directories of path in the root (mode 0755), the last one included. */
+static void mkdirs_in_root(root_ctx *c, const char *path, char *p, size_t size)
+{
+        snprintf(p, size, "%s%s", c->root, path);
+        for (char *q = p + strlen(c->root) + 1; (q = strchr(q, '/')); q++) {
+                *q = '\0';
                 mkdir_or_die(p, 0755);
-                snprintf(p, sizeof(p), "%s%s", root, NS_PACKAGES_DIR);
-                mkdir_or_die(p, 0755);
-                bind_ro(a->pkgs_dir, p);
+                *q = '/';
         }
-        if (a->wheelhouse_dir) {
-                snprintf(p, sizeof(p), "%s/wheelhouse", root);
-                mkdir_or_die(p, 0755);
-                bind_ro(a->wheelhouse_dir, p);
-        }
-        if (a->target_dir) {
-                snprintf(p, sizeof(p), "%s/target", root);
-                mkdir_or_die(p, 0755);
-                bind_rw(a->target_dir, p);
-        }
+        mkdir_or_die(p, 0755);
+}
 
-        /* the program, read-only once the root is */
-        snprintf(p, sizeof(p), "%s/code/%s", root, a->code_name);
-        write_or_die(p, pl->code, pl->code_len, 0444);
+static void op_bind_ro(root_ctx *c)
+{
+        char p[600];
+        mkdirs_in_root(c, c->path, p, sizeof(p));
+        bind_ro(c->host, p);
+}
 
-        /* /proc of our own pid namespace and a /sys, showing the sandbox's limits */
-        if ((r = ns_proc_mount(root, &mach, why, sizeof(why))) < 0 ||
-            (r = ns_sys_build(root, &mach, why, sizeof(why))) < 0) {
+static void op_bind_rw(root_ctx *c)
+{
+        char p[600];
+        mkdirs_in_root(c, c->path, p, sizeof(p));
+        bind_rw(c->host, p);
+}
+
+/* the program, read-only once the root is */
+static void op_code(root_ctx *c)
+{
+        char p[600];
+        snprintf(p, sizeof(p), "%s/code/%s", c->root, c->a->code_name);
+        write_or_die(p, c->pl->code, c->pl->code_len, 0444);
+}
+
+/* /proc of our own pid namespace and a /sys, showing the sandbox's limits */
+static void op_proc_sys(root_ctx *c)
+{
+        char why[300];
+        int r;
+        if ((r = ns_proc_mount(c->root, &c->mach, why, sizeof(why))) < 0 ||
+            (r = ns_sys_build(c->root, &c->mach, why, sizeof(why))) < 0) {
                 errno = -r;
                 die("%s", why);
         }
+}
 
-        if (mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+static void op_read_only(root_ctx *c)
+{
+        if (mount(NULL, c->root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 die("making the root read-only");
+}
 
-        if (chdir(root) < 0)
+/* Into the new root; the host's tree is detached, nothing of it stays in reach. */
+static void op_pivot(root_ctx *c)
+{
+        if (chdir(c->root) < 0)
                 die("chdir to the new root");
         if (syscall(SYS_pivot_root, ".", ".") < 0)
                 die("pivot_root");
@@ -429,10 +500,59 @@ static void build_root(const ns_child_args *a, const payload_view *pl)
                 die("detaching the old root");
         if (chdir("/") < 0)
                 die("chdir /");
-        /* the program's uptime starts now (its processes are forked after this) */
-        if ((r = ns_time_start(why, sizeof(why))) < 0) {
+}
+
+/* the program's uptime starts now (its processes are forked after this) */
+static void op_clock(root_ctx *c)
+{
+        (void)c;
+        char why[300];
+        int r = ns_time_start(why, sizeof(why));
+        if (r < 0) {
                 errno = -r;
                 die("%s", why);
+        }
+}
+
+#define STEP(fn) { fn, NULL, NO_HOST }
+#define BIND(fn, path, field) { fn, path, offsetof(ns_child_args, field) }
+
+/* In this order: nothing propagates to the host before anything is mounted; /proc
+ * and /sys once the rest is there; read-only before pivot_root. */
+static const root_step root_steps[] = {
+        STEP(op_private),               /* nothing we mount may propagate back to the host */
+        STEP(op_stage_scratch),         /* the scratch tmpfs, on the mount point first */
+        STEP(op_root_tmpfs),
+        STEP(op_skeleton),
+        STEP(op_usr),
+        STEP(op_etc),
+        STEP(op_dev),
+        STEP(op_scratch),               /* /tmp, /var/tmp, /run/lock */
+        STEP(op_home),
+        /* packages=: an installed set, read-only; the installer's wheelhouse and target */
+        BIND(op_bind_ro, NS_PACKAGES_DIR, pkgs_dir),
+        BIND(op_bind_ro, "/wheelhouse", wheelhouse_dir),
+        BIND(op_bind_rw, "/target", target_dir),
+        STEP(op_code),
+        STEP(op_proc_sys),
+        STEP(op_read_only),
+        STEP(op_pivot),
+        STEP(op_clock),
+};
+
+static void build_root(const ns_child_args *a, const payload_view *pl)
+{
+        root_ctx c = { .a = a, .pl = pl, .root = a->mountpoint, .mach = machine_of(a) };
+        for (size_t i = 0; i < ARRAY_SIZE(root_steps); i++) {
+                const root_step *s = &root_steps[i];
+                c.path = s->path;
+                c.host = NULL;
+                if (s->host != NO_HOST) {
+                        memcpy(&c.host, (const char *)a + s->host, sizeof(c.host));
+                        if (!c.host)
+                                continue; /* an optional bind this sandbox has not */
+                }
+                s->run(&c);
         }
 }
 
@@ -451,73 +571,47 @@ static void loopback_up(void)
         close(s);
 }
 
-/* ---- dropping privileges -------------------------------------------------------- */
+/* ---- dropping privileges (the steps are jail.c's) ----------------------------------- */
 
-static void drop_capabilities(void)
+/* A jail step's failure, named, ends the child. */
+static void step(jail_step which, int r)
 {
-        for (int cap = 0; cap <= 63; cap++)
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        die("dropping capability %d from the bounding set", cap);
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-                die("clearing ambient capabilities");
-}
-
-static void clear_capabilities(void)
-{
-        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct data[2] = { 0 };
-        if (syscall(SYS_capset, &hdr, data) < 0)
-                die("clearing capabilities");
-}
-
-static void set_rlimit(int resource, rlim_t value, const char *name)
-{
-        struct rlimit rl = { value, value };
-        if (setrlimit(resource, &rl) < 0)
-                die("setting %s", name);
+        if (r < 0) {
+                errno = -r;
+                die("%s", jail_step_text(which));
+        }
 }
 
 /* The program process: stdio, limits, the sandbox user, no capabilities,
  * no_new_privs, seccomp; then exec (cold) or return (warm). */
 static void run_program(const ns_child_args *a, const payload_view *pl, ns_program *ret)
 {
-        const hxs_config *cfg = a->cfg;
+        const ns_limits *lim = a->limits;
 
         /* stdio: the supervisor's pipes; stdin /dev/null unless the request has one */
         int fds[3] = { a->stdin_fd, a->stdout_fd, a->stderr_fd };
         if (fds[0] < 0 && (fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
                 die("opening /dev/null");
-        /* lift them above 2 first so no dup2 below clobbers another */
-        for (int i = 0; i < 3; i++)
-                if (fds[i] < 3 && (fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0)
-                        die("moving stdio descriptors");
-        for (int i = 0; i < 3; i++)
-                if (dup2(fds[i], i) < 0) /* dup2 clears CLOEXEC on the copy */
-                        die("setting up stdio");
+        step(JAIL_FDS, jail_arrange_fds(fds, 3, 3));
         /* every other descriptor closes at exec; the report pipe stays open until then */
-        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                die("close_range");
+        step(JAIL_CLOSE, jail_close_from(3, true));
 
         /* PID 1 is shielded from the OOM killer; the program must not be */
         (void)write_file("/proc/self/oom_score_adj", "0");
 
-        set_rlimit(RLIMIT_NOFILE, cfg->nofile, "RLIMIT_NOFILE");
-        set_rlimit(RLIMIT_FSIZE, (rlim_t)cfg->tmpfs_mb << 20, "RLIMIT_FSIZE");
-        set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
-        set_rlimit(RLIMIT_MEMLOCK, 64 << 10, "RLIMIT_MEMLOCK");
+        const jail_rlimit limits[] = {
+                { RLIMIT_NOFILE, lim->nofile }, { RLIMIT_FSIZE, (rlim_t)lim->tmpfs_mb << 20 },
+                { RLIMIT_CORE, 0 }, { RLIMIT_MEMLOCK, 64 << 10 },
+        };
+        step(JAIL_RLIMITS, jail_rlimits(limits, ARRAY_SIZE(limits)));
 
         if (chdir(NS_SANDBOX_HOME) < 0)
                 die("chdir %s", NS_SANDBOX_HOME);
-        drop_capabilities();
-        if (setgroups(0, NULL) < 0)
-                die("setgroups");
-        if (setresgid(NS_SANDBOX_UID, NS_SANDBOX_UID, NS_SANDBOX_UID) < 0)
-                die("setresgid");
-        if (setresuid(NS_SANDBOX_UID, NS_SANDBOX_UID, NS_SANDBOX_UID) < 0)
-                die("setresuid");
-        clear_capabilities();
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                die("no_new_privs");
+        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
+        step(JAIL_SETID, jail_become(NS_SANDBOX_UID, NS_SANDBOX_UID, false));
+        step(JAIL_CAPS, jail_set_caps(0));
+        step(JAIL_NNP, jail_no_new_privs());
+        /* the uid change made it undumpable (its /proc files root's): undo that, after it */
         if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
                 die("dumpable");
         int r = hxs_seccomp_load(a->seccomp);
@@ -530,7 +624,7 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
         if (a->warm) {
                 /* no exec will close them: the program keeps stdio and nothing else
                  * (the report pipe would let it forge its own result) */
-                (void)syscall(SYS_close_range, 3, ~0U, 0);
+                step(JAIL_CLOSE, jail_close_from(3, false));
                 return;
         }
         char *argv[] = { (char *)a->interpreter, ret->code_path, NULL };
@@ -548,10 +642,10 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
  * not the place to write them), written once the last namespace PID 1 makes is there. */
 static const struct {
         const char *name;
-        size_t cfg_offset;      /* a uint32_t of hxs_config; SIZE_MAX: 0 */
-} ns_limits[] = {
-        { "max_inotify_instances", offsetof(hxs_config, inotify_instances) },
-        { "max_inotify_watches", offsetof(hxs_config, inotify_watches) },
+        size_t offset;          /* a uint32_t of ns_limits; SIZE_MAX: 0 */
+} userns_counters[] = {
+        { "max_inotify_instances", offsetof(ns_limits, inotify_instances) },
+        { "max_inotify_watches", offsetof(ns_limits, inotify_watches) },
         { "max_fanotify_groups", SIZE_MAX },
         { "max_fanotify_marks", SIZE_MAX },
         { "max_user_namespaces", SIZE_MAX },
@@ -568,32 +662,32 @@ static const struct {
  * (a container runtime mounts it so; the owner uid of the namespace is the sandbox's
  * own all the same). Nothing to do when the limits are not configured (the microVM's
  * agent: a guest kernel of its own). */
-static void open_ns_limits(const hxs_config *cfg, int fds[ARRAY_SIZE(ns_limits)])
+static void open_userns_counters(const ns_limits *lim, int fds[ARRAY_SIZE(userns_counters)])
 {
-        for (size_t i = 0; i < ARRAY_SIZE(ns_limits); i++) {
+        for (size_t i = 0; i < ARRAY_SIZE(userns_counters); i++) {
                 char p[80];
                 fds[i] = -1;
-                if (!cfg->inotify_instances)
+                if (!lim->inotify_instances)
                         continue;
-                snprintf(p, sizeof(p), "/proc/sys/user/%s", ns_limits[i].name);
+                snprintf(p, sizeof(p), "/proc/sys/user/%s", userns_counters[i].name);
                 fds[i] = open(p, O_WRONLY | O_CLOEXEC);
                 if (fds[i] < 0 && errno != ENOENT && errno != EROFS)
                         die("opening %s", p);
         }
 }
 
-static void write_ns_limits(const hxs_config *cfg, int fds[ARRAY_SIZE(ns_limits)])
+static void write_userns_counters(const ns_limits *lim, int fds[ARRAY_SIZE(userns_counters)])
 {
-        for (size_t i = 0; i < ARRAY_SIZE(ns_limits); i++) {
+        for (size_t i = 0; i < ARRAY_SIZE(userns_counters); i++) {
                 if (fds[i] < 0)
                         continue;
                 uint32_t v = 0;
-                if (ns_limits[i].cfg_offset != SIZE_MAX)
-                        memcpy(&v, (const char *)cfg + ns_limits[i].cfg_offset, sizeof(v));
+                if (userns_counters[i].offset != SIZE_MAX)
+                        memcpy(&v, (const char *)lim + userns_counters[i].offset, sizeof(v));
                 char num[16];
                 int len = snprintf(num, sizeof(num), "%u", v);
                 if (write(fds[i], num, (size_t)len) != len)
-                        die("setting the user namespace's %s", ns_limits[i].name);
+                        die("setting the user namespace's %s", userns_counters[i].name);
                 close(fds[i]);
         }
 }
@@ -609,31 +703,6 @@ static _Noreturn void init_loop(pid_t program)
         ns_init_reap(program, report_fd);
 }
 
-/* The child is a copy of the supervisor, with all of its descriptors: listening
- * sockets, other sandboxes' pipes. Close everything but our own, now: CLOEXEC only
- * helps at exec, and PID 1 never execs. */
-static void close_all_except(const int *keep, size_t n)
-{
-        int sorted[16]; /* at most 7 + ARRAY_SIZE(cg_self) are asked for */
-        size_t m = 0;
-        for (size_t i = 0; i < n && m < ARRAY_SIZE(sorted); i++)
-                if (keep[i] >= 0)
-                        sorted[m++] = keep[i];
-        for (size_t i = 1; i < m; i++)
-                for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-                        int t = sorted[j];
-                        sorted[j] = sorted[j - 1];
-                        sorted[j - 1] = t;
-                }
-        unsigned int from = 0;
-        for (size_t i = 0; i < m; i++) {
-                if ((unsigned int)sorted[i] > from)
-                        (void)syscall(SYS_close_range, from, (unsigned int)sorted[i] - 1, 0);
-                from = (unsigned int)sorted[i] + 1;
-        }
-        (void)syscall(SYS_close_range, from, ~0U, 0);
-}
-
 /* Becomes the static init: the report pipe at NS_INIT_REPORT_FD, nothing else open,
  * no environment. Failing here fails the sandbox (it must not run on as a copy). */
 static _Noreturn void exec_init(int init_fd, pid_t program)
@@ -645,7 +714,8 @@ static _Noreturn void exec_init(int init_fd, pid_t program)
                 die("setting up the init's descriptors");
         report_fd = NS_INIT_REPORT_FD;
         init_fd = NS_INIT_REPORT_FD + 1;
-        (void)syscall(SYS_close_range, NS_INIT_REPORT_FD + 2, ~0U, 0);
+        if (jail_close_from(NS_INIT_REPORT_FD + 2, false) < 0)
+                die("closing the init's other descriptors");
         char pid_arg[16], fd_arg[16];
         snprintf(pid_arg, sizeof(pid_arg), "%d", (int)program);
         snprintf(fd_arg, sizeof(fd_arg), "%d", NS_INIT_REPORT_FD);
@@ -669,23 +739,29 @@ void ns_reset_signal_dispositions(void)
                         (void)syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
 }
 
-void ns_child_main(const ns_child_args *a, ns_program *ret)
+/* ---- ns_child_main's steps ---------------------------------------------------------- */
+
+/* The child is a copy of the supervisor, with all of its descriptors: listening
+ * sockets, other sandboxes' pipes. Close everything but our own, now: CLOEXEC only
+ * helps at exec, and PID 1 never execs. Then into the sandbox's v1 cgroups, before
+ * anything else: "0" is this process (one thread), allowed by the engine's
+ * credentials on the descriptor. */
+static void keep_own_descriptors(const ns_child_args *a)
 {
         int keep[7 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
                                                  a->stderr_fd, a->payload_fd, a->init_fd };
-        size_t n_keep = 7;
-        _Static_assert(ARRAY_SIZE(keep) <= 16, "close_all_except keeps at most 16");
-        for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++)
-                keep[n_keep++] = a->cg_self[i];
-        close_all_except(keep, n_keep);
+        unsigned n_cg = a->n_cg_self < ARRAY_SIZE(a->cg_self) ? a->n_cg_self : ARRAY_SIZE(a->cg_self);
+        for (unsigned i = 0; i < n_cg; i++)
+                keep[7 + i] = a->cg_self[i];
         report_fd = a->report_fd;
-        /* Into the sandbox's v1 cgroups, before anything else: "0" is this process
-         * (one thread), allowed by the engine's credentials on the descriptor. */
-        for (unsigned i = 0; i < a->n_cg_self && i < ARRAY_SIZE(a->cg_self); i++) {
-                if (write(a->cg_self[i], "0", 1) != 1)
-                        die("joining the sandbox's cgroups");
+        step(JAIL_CLOSE, jail_close_all_except(keep, 7 + n_cg));
+        step(JAIL_CGROUP, jail_join_v1(a->cg_self, n_cg));
+        for (unsigned i = 0; i < n_cg; i++)
                 close(a->cg_self[i]);
-        }
+}
+
+static void reset_signals(const ns_child_args *a)
+{
         /* a template may ignore SIGCHLD or block signals: PID 1 must not */
         sigset_t none;
         sigemptyset(&none);
@@ -696,68 +772,104 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
          * interpreter whose own dispositions are the ones a cold run would have. */
         if (!a->warm)
                 ns_reset_signal_dispositions();
-        /* Two bytes from the supervisor: 'm' once our uid/gid maps are written, 'g' once
-         * this process is in all the sandbox's cgroups. The root is built in between,
-         * while the supervisor moves a warm PID 1 by pid (on cgroup v1 that can wait for
-         * an RCU grace period); nothing of the request's runs before 'g'. */
-        char go;
-        if (read(a->sync_fd, &go, 1) != 1 || go != 'm')
-                _exit(127); /* supervisor gone, or it gave up on us */
+}
 
-        /* The supervisor has written our uid/gid maps: become the namespace's root. */
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-                die("becoming root of the user namespace");
-        /* If the supervisor dies, so does the sandbox (and with PID 1, all of it).
-         * Set after the uid change, which clears it. The supervisor holds the sync
-         * pipe's write end while we run: a hang-up means it died before this. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+/* Two bytes from the supervisor: 'm' once our uid/gid maps are written, 'g' once this
+ * process is in all the sandbox's cgroups. The root is built in between, while the
+ * supervisor moves a warm PID 1 by pid (on cgroup v1 that can wait for an RCU grace
+ * period); nothing of the request's runs before 'g'. Anything else: the supervisor
+ * is gone, or it gave up on us. */
+static void await_supervisor(const ns_child_args *a, char want)
+{
+        char go;
+        if (read(a->sync_fd, &go, 1) != 1 || go != want)
                 _exit(127);
-        struct pollfd pfd = { .fd = a->sync_fd, .events = POLLIN };
-        if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
+}
+
+/* The supervisor has written our uid/gid maps: become the namespace's root. If the
+ * supervisor dies, so does the sandbox (and with PID 1, all of it): set after the uid
+ * change, which clears it. The supervisor holds the sync pipe's write end while we
+ * run: a hang-up means it died before this. */
+static void become_namespace_root(const ns_child_args *a)
+{
+        step(JAIL_SETID, jail_become(0, 0, false));
+        if (jail_pdeathsig(0, a->sync_fd) < 0)
                 _exit(127);
-        if (setgroups(0, NULL) < 0)
-                die("setgroups");
+}
+
+static void set_hostname(void)
+{
         if (sethostname("sandbox", 7) < 0)
                 die("sethostname");
-        payload_view pl;
-        int r = payload_map(a->payload_fd, &pl);
+}
+
+static void read_payload(const ns_child_args *a, payload_view *ret)
+{
+        int r = payload_map(a->payload_fd, ret);
         if (r < 0) {
                 errno = -r;
                 die("reading the payload");
         }
         close(a->payload_fd);
-        int limit_fds[ARRAY_SIZE(ns_limits)];
-        open_ns_limits(a->cfg, limit_fds);
-        loopback_up();
-        build_root(a, &pl);
+}
 
-        if (read(a->sync_fd, &go, 1) != 1 || go != 'g')
-                _exit(127); /* the supervisor could not place us in the cgroups */
+/* cgroup namespace now, so the sandbox's own cgroup is its root */
+static void enter_cgroup_namespace(const ns_child_args *a)
+{
         close(a->sync_fd);
-        /* cgroup namespace now, so the sandbox's own cgroup is its root */
         if (unshare(CLONE_NEWCGROUP) < 0)
                 die("unsharing the cgroup namespace");
-        write_ns_limits(a->cfg, limit_fds);
+}
 
+static pid_t fork_program(void)
+{
         pid_t program = fork();
         if (program < 0)
                 die("fork");
-        if (program == 0) {
-                run_program(a, &pl, ret);
-                return; /* warm: the caller runs the program */
-        }
+        return program;
+}
 
-        /* PID 1 keeps only the report pipe: the program's end of stdio must be the only
-         * writer, so the supervisor sees EOF when the sandbox is gone. */
+/* PID 1 keeps only the report pipe: the program's end of stdio must be the only
+ * writer, so the supervisor sees EOF when the sandbox is gone. Then no capabilities,
+ * no_new_privs and the filter, and the init. */
+static _Noreturn void become_init(const ns_child_args *a, pid_t program)
+{
         if (a->stdin_fd >= 0)
                 close(a->stdin_fd);
         close(a->stdout_fd);
         close(a->stderr_fd);
-        drop_capabilities();
-        clear_capabilities();
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || hxs_seccomp_load(a->seccomp) < 0)
+        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
+        step(JAIL_CAPS, jail_set_caps(0));
+        if (jail_no_new_privs() < 0 || hxs_seccomp_load(a->seccomp) < 0)
                 _exit(127);
         if (a->init_fd < 0)
                 init_loop(program);
         exec_init(a->init_fd, program);
+}
+
+/* The recipe, in the order the security argument needs (nsjail's containProc): a
+ * failing step ends the child. */
+void ns_child_main(const ns_child_args *a, ns_program *ret)
+{
+        payload_view pl;
+        int counter_fds[ARRAY_SIZE(userns_counters)];
+
+        keep_own_descriptors(a);        /* and into the v1 cgroups, first */
+        reset_signals(a);
+        await_supervisor(a, 'm');       /* our uid/gid maps are written */
+        become_namespace_root(a);       /* and die with the supervisor */
+        set_hostname();
+        read_payload(a, &pl);
+        open_userns_counters(a->limits, counter_fds);
+        loopback_up();
+        build_root(a, &pl);
+        await_supervisor(a, 'g');       /* in every cgroup of the sandbox */
+        enter_cgroup_namespace(a);
+        write_userns_counters(a->limits, counter_fds);
+        pid_t program = fork_program();
+        if (program == 0) {
+                run_program(a, &pl, ret);
+                return;                 /* warm: the caller runs the program */
+        }
+        become_init(a, program);
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/uids.h"
 #include "ns/payload.h"
@@ -24,10 +25,29 @@
 #define NS_REPORT_ERROR  'E'    /* followed by text: set-up failed */
 #define NS_REPORT_STATUS 'S'    /* followed by an int wait status of the program */
 
+/* The settings the child reads, and nothing else: copied into every warm request, so
+ * small and free of anything a template must not hold (index URLs, key files). */
+typedef struct ns_limits {
+        uint32_t tmpfs_mb;              /* SANDBOX_TMPFS_MB: /tmp and home each; RLIMIT_FSIZE */
+        uint32_t nofile;                /* SANDBOX_NOFILE: RLIMIT_NOFILE */
+        uint32_t cpus_milli;            /* SANDBOX_CPUS: the CPUs the synthesized /proc shows */
+        uint32_t inotify_instances;     /* the user namespace's own counters; 0: left alone */
+        uint32_t inotify_watches;
+        char rootfs[256];               /* SANDBOX_ROOTFS: "" = the host's /usr */
+} ns_limits;
+
+static inline void ns_limits_of(const hxs_config *cfg, ns_limits *ret)
+{
+        _Static_assert(sizeof(ret->rootfs) == sizeof(cfg->rootfs), "SANDBOX_ROOTFS fits");
+        *ret = (ns_limits){ .tmpfs_mb = cfg->tmpfs_mb, .nofile = cfg->nofile, .cpus_milli = cfg->cpus_milli,
+                            .inotify_instances = cfg->inotify_instances, .inotify_watches = cfg->inotify_watches };
+        memcpy(ret->rootfs, cfg->rootfs, sizeof(ret->rootfs));
+}
+
 /* Everything the child needs, prepared before clone so the child only calls the kernel
  * (it may be a copy of a threaded process: no malloc, no locks). */
 typedef struct ns_child_args {
-        const hxs_config *cfg;
+        const ns_limits *limits;
         const hxs_seccomp *seccomp;
         const char *mountpoint;         /* empty directory the new root is built on */
         const char *interpreter;        /* absolute path, exec'd (cold) */

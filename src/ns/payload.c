@@ -36,7 +36,7 @@ static int write_u32(int fd, size_t v)
         return write_full(fd, &u, sizeof(u));
 }
 
-int payload_create(const hxs_request *req, char *const *envp)
+int payload_create(const char *code, size_t code_len, char *const *envp)
 {
         int fd = memfd_create("hxs-payload", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
@@ -44,9 +44,9 @@ int payload_create(const hxs_request *req, char *const *envp)
         size_t n_env = 0;
         while (envp[n_env])
                 n_env++;
-        int r = write_u32(fd, req->code_len);
+        int r = write_u32(fd, code_len);
         if (r == 0)
-                r = write_full(fd, req->code, req->code_len);
+                r = write_full(fd, code, code_len);
         if (r == 0)
                 r = write_u32(fd, n_env);
         for (size_t i = 0; r == 0 && i < n_env; i++) {

@@ -13,11 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/request.h"
-
-/* Supervisor side: a sealed, read-only memfd holding the request's code and the
- * environment the program gets. Returns the fd or -errno. */
-int payload_create(const hxs_request *req, char *const *envp);
+/* Supervisor side: a sealed, read-only memfd holding the code and the environment the
+ * program gets (NULL-terminated "NAME=VALUE" strings). Returns the fd or -errno. */
+int payload_create(const char *code, size_t code_len, char *const *envp);
 
 /* Sandbox side, no malloc (it runs between clone and exec in a copy of a possibly
  * threaded process): maps the memfd and points into it. env is an array of n_env+1

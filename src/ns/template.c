@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/nsfs.h>
@@ -33,6 +32,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/cgroup.h"
+#include "core/jail.h"
 #include "ns/owners.h"
 #include "ns/template.h"
 
@@ -222,13 +222,16 @@ static int send_with_fds(int sock, const void *buf, size_t len, const int *fds, 
 static _Noreturn void exec_mother(const hxs_templates *ts, template_kind kind, int sock, pid_t parent)
 {
         uid_t uid = ts->cfg.uid_base + NS_TEMPLATE_UID;
+        /* Only CAP_SETUID and CAP_SETGID survive, as ambient capabilities across exec:
+         * the mother gives each slot template its uid with them. */
+        const uint64_t keep = (UINT64_C(1) << CAP_SETUID) | (UINT64_C(1) << CAP_SETGID);
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         /* 0-2 /dev/null, the control socket and the init where the templates expect them */
-        int s = fcntl(sock, F_DUPFD, 10), init = fcntl(ts->init_fd, F_DUPFD, 10);
-        if (null < 0 || s < 0 || init < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-            dup2(s, TEMPLATE_SOCK_FD) < 0 || dup2(init, TEMPLATE_INIT_FD) < 0)
+        _Static_assert(TEMPLATE_SOCK_FD == 3 && TEMPLATE_INIT_FD == 4, "the mother's descriptors follow stdio");
+        const int fds[] = { null, null, null, sock, ts->init_fd };
+        if (null < 0 || jail_arrange_fds(fds, ARRAY_SIZE(fds), ARRAY_SIZE(fds)) < 0 ||
+            jail_close_from(ARRAY_SIZE(fds), false) < 0)
                 _exit(127);
-        syscall(SYS_close_range, TEMPLATE_INIT_FD + 1, ~0U, 0);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -237,27 +240,11 @@ static _Noreturn void exec_mother(const hxs_templates *ts, template_kind kind, i
         /* `-c`: the working directory is on sys.path; "/" is root's */
         if (chdir("/") < 0)
                 _exit(127);
-        /* Only CAP_SETUID and CAP_SETGID survive, as ambient capabilities across exec:
-         * the mother gives each slot template its uid with them. The bounding set too,
-         * where the service may change it (CAP_SETPCAP); no_new_privs keeps any exec
-         * from gaining what it still holds. */
-        for (int cap = 0; cap <= 63; cap++)
-                if (cap != CAP_SETUID && cap != CAP_SETGID && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
-                    errno != EINVAL && errno != EPERM)
-                        _exit(127);
-        if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 ||
-            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
-                _exit(127);
-        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        uint32_t set = (1u << CAP_SETUID) | (1u << CAP_SETGID);
-        struct __user_cap_data_struct data[2] = { { .effective = set, .permitted = set, .inheritable = set } };
-        if (syscall(SYS_capset, &hdr, data) < 0 ||
-            prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETUID, 0, 0) < 0 ||
-            prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETGID, 0, 0) < 0 ||
-            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                _exit(127);
-        /* after the uid change, which clears it */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+        /* The bounding set keeps the two as well, where the service may change it
+         * (CAP_SETPCAP); no_new_privs keeps any exec from gaining what it still holds.
+         * The death signal after the uid change, which clears it. */
+        if (jail_drop_bounding(keep, true) < 0 || jail_become(uid, uid, true) < 0 || jail_set_caps(keep) < 0 ||
+            jail_no_new_privs() < 0 || jail_pdeathsig(parent, -1) < 0)
                 _exit(127);
         char *argv[] = { "python3", "-c", (char *)hxs_zygote_py, (char *)kind_args[kind],
                          (char *)ts->module_dir, NULL };
@@ -577,16 +564,6 @@ bool template_eligible(hxs_templates *ts, const hxs_request *req)
         return true;
 }
 
-/* The settings a sandbox's set-up reads, without what no template needs to hold (an
- * index URL may carry credentials; the others name the service's own files): every
- * warm program is a copy of the template's memory. */
-static void scrub_config(hxs_config *c)
-{
-        c->packages_index_url[0] = c->tls_cert_file[0] = c->tls_key_file[0] = '\0';
-        c->tls_client_ca_file[0] = c->auth_allow[0] = c->trusted_proxies[0] = '\0';
-        c->packages_wheelhouse[0] = c->listen_address[0] = '\0';
-}
-
 int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *args,
                    pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner)
 {
@@ -600,8 +577,9 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
                 return -EAGAIN;
         slot_template *t = &g->slot[i];
 
-        template_request req = { .magic = TEMPLATE_MAGIC, .cfg = *args->cfg, .memory_mb = args->memory_mb };
-        scrub_config(&req.cfg);
+        /* only the limits the child reads: every warm program is a copy of the
+         * template's memory, which must hold none of the service's settings */
+        template_request req = { .magic = TEMPLATE_MAGIC, .limits = *args->limits, .memory_mb = args->memory_mb };
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
         snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");

@@ -94,7 +94,7 @@ typedef struct template_request {
         uint32_t magic;
         uint32_t n_fds;
         uint32_t memory_mb;     /* ns_child_args.memory_mb */
-        hxs_config cfg;         /* without secrets: see template_spawn */
+        ns_limits limits;       /* ns_child_args.limits */
         char mountpoint[300];
         char code_name[16];
         char pkgs_dir[512];     /* an installed package set to bind, "" = none */

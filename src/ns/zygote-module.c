@@ -195,8 +195,9 @@ static PyObject *serve(int sock, int init_fd)
                 req.mountpoint[sizeof(req.mountpoint) - 1] = '\0';
                 req.code_name[sizeof(req.code_name) - 1] = '\0';
                 req.pkgs_dir[sizeof(req.pkgs_dir) - 1] = '\0';
+                req.limits.rootfs[sizeof(req.limits.rootfs) - 1] = '\0';
                 ns_child_args a = {
-                        .cfg = &req.cfg, .seccomp = &filter, .mountpoint = req.mountpoint,
+                        .limits = &req.limits, .seccomp = &filter, .mountpoint = req.mountpoint,
                         .interpreter = "/usr/bin/python3", .code_name = req.code_name,
                         .payload_fd = fds[0], .sync_fd = fds[1], .report_fd = fds[2],
                         .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds > 5 ? fds[5] : -1,

@@ -40,7 +40,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -66,6 +65,7 @@
 #include "core/fileio.h"
 #include "core/macro.h"
 #include "core/cgroup.h"
+#include "core/jail.h"
 #include "vm/fc-api.h"
 #include "vm/vm.h"
 
@@ -94,29 +94,30 @@ enum { CFD_BIN = 3, CFD_REPORT, CFD_COUNT };
 
 static const char *const jail_image_names[3] = { "vmlinux", "initramfs.img", "rootfs.ext4" };
 
-/* What the child reports when a step fails (it never returns). */
-typedef enum jail_step {
-        STEP_CGROUP, STEP_FDS, STEP_PDEATHSIG, STEP_PRIVATE, STEP_TMPFS, STEP_DEV, STEP_KVM,
-        STEP_URANDOM, STEP_RUN, STEP_IMAGE, STEP_PIVOT, STEP_READONLY, STEP_RLIMIT, STEP_CAPS,
-        STEP_SETID, STEP_NNP, STEP_EXEC, STEP_MAX,
-} jail_step;
+/* What the child reports when a step of its own fails (jail.h's steps come first). */
+typedef enum fc_step {
+        STEP_PRIVATE = JAIL_STEP_MAX, STEP_TMPFS, STEP_DEV, STEP_KVM, STEP_URANDOM, STEP_RUN, STEP_IMAGE,
+        STEP_PIVOT, STEP_READONLY, STEP_MAX,
+} fc_step;
 
-static const char *const step_text[STEP_MAX] = {
-        [STEP_CGROUP] = "joining its cgroups", [STEP_FDS] = "arranging its descriptors",
-        [STEP_PDEATHSIG] = "PR_SET_PDEATHSIG", [STEP_PRIVATE] = "making its mounts private",
-        [STEP_TMPFS] = "mounting the jail's tmpfs", [STEP_DEV] = "creating /dev in the jail",
-        [STEP_KVM] = "creating /dev/kvm in the jail", [STEP_URANDOM] = "creating /dev/urandom in the jail",
-        [STEP_RUN] = "mounting /run in the jail", [STEP_IMAGE] = "binding the image files into the jail",
-        [STEP_PIVOT] = "pivot_root into the jail", [STEP_READONLY] = "making the jail's root read-only",
-        [STEP_RLIMIT] = "setting resource limits", [STEP_CAPS] = "dropping capabilities",
-        [STEP_SETID] = "switching to its uid", [STEP_NNP] = "PR_SET_NO_NEW_PRIVS",
-        [STEP_EXEC] = "executing the binary",
+static const char *const fc_step_text[STEP_MAX - JAIL_STEP_MAX] = {
+        [STEP_PRIVATE - JAIL_STEP_MAX] = "making its mounts private",
+        [STEP_TMPFS - JAIL_STEP_MAX] = "mounting the jail's tmpfs",
+        [STEP_DEV - JAIL_STEP_MAX] = "creating /dev in the jail",
+        [STEP_KVM - JAIL_STEP_MAX] = "creating /dev/kvm in the jail",
+        [STEP_URANDOM - JAIL_STEP_MAX] = "creating /dev/urandom in the jail",
+        [STEP_RUN - JAIL_STEP_MAX] = "mounting /run in the jail",
+        [STEP_IMAGE - JAIL_STEP_MAX] = "binding the image files into the jail",
+        [STEP_PIVOT - JAIL_STEP_MAX] = "pivot_root into the jail",
+        [STEP_READONLY - JAIL_STEP_MAX] = "making the jail's root read-only",
 };
 
-typedef struct child_report {
-        int step;
-        int err;
-} child_report;
+static const char *step_text(int step)
+{
+        if (step >= JAIL_STEP_MAX && step < STEP_MAX)
+                return fc_step_text[step - JAIL_STEP_MAX];
+        return jail_step_text(step);
+}
 
 typedef struct jail_plan {
         const char *jail;               /* the mount point, host path */
@@ -130,34 +131,30 @@ typedef struct jail_plan {
 
 /* ---- the child, between clone and exec: async-signal-safe calls only ------------------ */
 
-static _Noreturn void child_fail(int fd, jail_step step)
+static _Noreturn void child_fail(int fd, int step)
 {
-        child_report rep = { .step = step, .err = errno };
-        ssize_t w = write(fd, &rep, sizeof(rep));
-        (void)w;
-        _exit(127);
+        jail_fail(fd, step, negative_errno(), 127);
+}
+
+/* A jail.h step: on failure, reported as the others. */
+static void child_step(int fd, jail_step step, int r)
+{
+        if (r < 0)
+                jail_fail(fd, step, r, 127);
 }
 
 static void child_jail(const jail_plan *p)
 {
         static char *const envp[] = { NULL };
+        static const jail_rlimit limits[] = { { RLIMIT_CORE, 0 }, { RLIMIT_NOFILE, FC_NOFILE } };
         int rep = p->fds[CFD_REPORT];
         /* v1 cgroups: the child writes "0" (itself) into tasks files the parent opened */
-        for (int h = 0; h < CG_HIER_MAX; h++)
-                if (p->v1_tasks[h] >= 0 && write(p->v1_tasks[h], "0", 1) != 1)
-                        child_fail(rep, STEP_CGROUP);
-        int tmp[CFD_COUNT];
-        for (int i = 0; i < CFD_COUNT; i++)
-                if ((tmp[i] = fcntl(p->fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
-                        child_fail(rep, STEP_FDS);
-        for (int i = 0; i < CFD_COUNT; i++)
-                if (dup3(tmp[i], i, i >= CFD_BIN ? O_CLOEXEC : 0) < 0)
-                        child_fail(rep, STEP_FDS);
+        child_step(rep, JAIL_CGROUP, jail_join_v1(p->v1_tasks, CG_HIER_MAX));
+        child_step(rep, JAIL_FDS, jail_arrange_fds(p->fds, CFD_COUNT, CFD_BIN));
         rep = CFD_REPORT;
-        if (syscall(SYS_close_range, CFD_COUNT, ~0U, 0) < 0)
-                child_fail(rep, STEP_FDS);
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-                child_fail(rep, STEP_PDEATHSIG);
+        child_step(rep, JAIL_CLOSE, jail_close_from(CFD_COUNT, false));
+        /* while it builds its root; the uid change clears it, so again below */
+        child_step(rep, JAIL_PDEATHSIG, jail_pdeathsig(0, -1));
 
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 child_fail(rep, STEP_PRIVATE);
@@ -189,24 +186,15 @@ static void child_jail(const jail_plan *p)
         if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
                 child_fail(rep, STEP_READONLY);
 
-        struct rlimit core = { 0, 0 }, nofile = { FC_NOFILE, FC_NOFILE };
-        if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0)
-                child_fail(rep, STEP_RLIMIT);
-        for (int c = 0; c <= 63; c++)
-                if (prctl(PR_CAPBSET_DROP, c) < 0 && errno != EINVAL)
-                        child_fail(rep, STEP_CAPS);
-        /* raw syscalls: glibc's setxid would signal threads that exist only in the parent */
-        if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
-            syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
-                child_fail(rep, STEP_SETID);
-        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
-        if (syscall(SYS_capset, &hdr, data) < 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-                child_fail(rep, STEP_CAPS);
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                child_fail(rep, STEP_NNP);
+        child_step(rep, JAIL_RLIMITS, jail_rlimits(limits, ARRAY_SIZE(limits)));
+        child_step(rep, JAIL_BOUNDING, jail_drop_bounding(0, false));
+        child_step(rep, JAIL_SETID, jail_become(p->uid, p->uid, false));
+        child_step(rep, JAIL_CAPS, jail_set_caps(0));
+        child_step(rep, JAIL_NNP, jail_no_new_privs());
+        /* the service holds the report pipe's read end: an error there means it died */
+        child_step(rep, JAIL_PDEATHSIG, jail_pdeathsig(0, rep));
         syscall(SYS_execveat, CFD_BIN, "", p->argv, envp, AT_EMPTY_PATH);
-        child_fail(rep, STEP_EXEC);
+        child_fail(rep, JAIL_EXEC);
 }
 
 static pid_t spawn_jailed(const jail_plan *plan, int cg_dirfd, int *ret_pidfd)
@@ -410,7 +398,7 @@ static int wait_jail(vm_instance *v, int report_fd, hxs_error *err)
 {
         struct timespec deadline;
         fc_deadline_in(&deadline, FC_JAIL_TIMEOUT_MS);
-        child_report rep;
+        jail_report rep;
         size_t got = 0;
         while (got < sizeof(rep)) {
                 struct pollfd pfd = { .fd = report_fd, .events = POLLIN };
@@ -434,7 +422,7 @@ static int wait_jail(vm_instance *v, int report_fd, hxs_error *err)
         if (got < sizeof(rep) || rep.step < 0 || rep.step >= STEP_MAX)
                 return fail_dead(v, err, -EIO, "its jail failed");
         return hxs_fail(err, HXS_ERR_SETUP, rep.err > 0 ? -rep.err : -EIO, "firecracker: setting up its jail: %s: %s",
-                        step_text[rep.step], strerror(rep.err));
+                        step_text(rep.step), strerror(rep.err));
 }
 
 static void undo(vm_instance *v)

@@ -20,9 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <linux/sched.h>
-#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,6 +37,7 @@
 
 #include "core/error.h"
 #include "core/macro.h"
+#include "core/jail.h"
 #include "vm/vm.h"
 
 /* Descriptor numbers inside QEMU. */
@@ -174,49 +173,39 @@ static int jail_mounts(const child_plan *p)
         return 0;
 }
 
+/* A jail step failed: named on QEMU's stderr. */
+static bool failed(jail_step step, int r)
+{
+        if (r >= 0)
+                return false;
+        errno = -r;
+        jail_failed(jail_step_text(step), NULL);
+        return true;
+}
+
 /* After clone, before exec: async-signal-safe calls only (the pool thread may be
  * the parent). Returns only on failure. */
 static void child_exec(const child_plan *p)
 {
         static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
-        /* v1 cgroups: join them itself, first ("0" is the writer; v2 was at birth) */
-        for (int h = 0; h < CG_HIER_MAX; h++)
-                if (p->v1_tasks[h] >= 0 && write(p->v1_tasks[h], "0", 1) != 1)
-                        return;
-        /* move the fds to their numbers: first out of the way, then into place */
-        int tmp[FD_COUNT];
-        for (int i = 0; i < FD_COUNT; i++) {
-                tmp[i] = p->fds[i] < 0 ? -1 : fcntl(p->fds[i], F_DUPFD_CLOEXEC, 64);
-                if (p->fds[i] >= 0 && tmp[i] < 0)
-                        return;
-        }
-        for (int i = 0; i < FD_COUNT; i++)
-                if (tmp[i] >= 0 && dup2(tmp[i], i) < 0)
-                        return;
-        if (syscall(SYS_close_range, FD_COUNT, ~0U, 0) < 0)
+        static const jail_rlimit limits[] = { { RLIMIT_CORE, 0 } };
+        /* v1 cgroups: join them itself, first ("0" is the writer; v2 was at birth).
+         * Silent: fd 2 is not QEMU's yet. */
+        if (jail_join_v1(p->v1_tasks, CG_HIER_MAX) < 0 || jail_arrange_fds(p->fds, FD_COUNT, FD_COUNT) < 0)
                 return;
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        /* the death signal while it builds its root; the uid change clears it, so again below */
+        if (failed(JAIL_CLOSE, jail_close_from(FD_COUNT, false)) || failed(JAIL_PDEATHSIG, jail_pdeathsig(0, -1)))
                 return;
         if (jail_mounts(p) < 0)
                 return;
-        struct rlimit core = { 0, 0 };
-        if (setrlimit(RLIMIT_CORE, &core) < 0)
-                return;
-        for (int c = 0; c <= 63; c++)
-                if (prctl(PR_CAPBSET_DROP, c) < 0 && errno != EINVAL)
-                        return;
-        /* raw syscalls: glibc's setxid would signal threads that exist only in the
-         * parent; a uid change from root clears every capability */
-        if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
-            syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0) {
-                jail_failed("switching to its uid", NULL);
-                return;
-        }
-        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
-        if (syscall(SYS_capset, &hdr, data) < 0)
-                return;
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        /* a uid change from root clears every capability; the ambient set goes too */
+        if (failed(JAIL_RLIMITS, jail_rlimits(limits, ARRAY_SIZE(limits))) ||
+            failed(JAIL_BOUNDING, jail_drop_bounding(0, false)) ||
+            failed(JAIL_SETID, jail_become(p->uid, p->uid, false)) ||
+            failed(JAIL_CAPS, jail_set_caps(0)) ||
+            failed(JAIL_NNP, jail_no_new_privs()) ||
+            /* fd 2 is the pipe the service reads: hung up if it died before this */
+            failed(JAIL_PDEATHSIG, jail_pdeathsig(0, 2)))
                 return;
         execve(p->bin, p->argv, envp);
         jail_failed("executing", p->bin);

@@ -104,10 +104,12 @@ void fake_ids(char *out, size_t size)
         for (int c = 0; c <= 63; c++)
                 if (prctl(PR_CAPBSET_READ, c) == 1)
                         bounding++;
-        snprintf(out, size, "pid=%d uid=%u,%u,%u gid=%u,%u,%u groups=%d nnp=%d caps=%x,%x,%x bounding=%d",
+        int pdeathsig = 0;
+        prctl(PR_GET_PDEATHSIG, &pdeathsig);
+        snprintf(out, size, "pid=%d uid=%u,%u,%u gid=%u,%u,%u groups=%d nnp=%d caps=%x,%x,%x bounding=%d pdeathsig=%d",
                  (int)getpid(), ru, eu, su, rg, eg, sg, getgroups(0, NULL), prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
                  caps[0].effective | caps[1].effective, caps[0].permitted | caps[1].permitted,
-                 caps[0].inheritable | caps[1].inheritable, bounding);
+                 caps[0].inheritable | caps[1].inheritable, bounding, pdeathsig);
 }
 
 _Noreturn void fake_report_and_exit(int fd, const char *text, size_t len)

@@ -24,7 +24,8 @@ typedef void (*fake_start_fn)(int fd, const char *code, size_t code_len, bool ha
  * in READY. Exits 0 when the host goes, 1 on a malformed frame. */
 _Noreturn void fake_agent(int fd, const char *ready_text, fake_start_fn on_start);
 
-/* "pid=P uid=R,E,S gid=R,E,S groups=N nnp=N caps=E,P,I bounding=N": who it runs as. */
+/* "pid=P uid=R,E,S gid=R,E,S groups=N nnp=N caps=E,P,I bounding=N pdeathsig=N": who it
+ * runs as, and that it dies with the service. */
 void fake_ids(char *out, size_t size);
 
 /* Sends STDOUT text, then EXIT with status 0, and exits: the VM powers off. */

@@ -78,7 +78,8 @@ def jails_left(state: Path) -> list:
 
 def check_fake_report(stdout: str, code: str) -> None:
     # what the fake saw from inside the jail (see tests/fake-firecracker)
-    for want in ("pid=1 ", "groups=0 ", "nnp=1 ", "caps=0,0,0 ", "bounding=0 ",
+    # pdeathsig=9: it dies with the service (set after its uid change, which clears it)
+    for want in ("pid=1 ", "groups=0 ", "nnp=1 ", "caps=0,0,0 ", "bounding=0 ", "pdeathsig=9 ",
                  "root=dev,initramfs.img,rootfs.ext4,run,vmlinux ", "dev=kvm,urandom ",
                  "ifaces=lo ", "rootwrite=EROFS ", "vcpus=1 ", f"code={code}\n"):
         assert want in stdout, f"{want!r} missing in {stdout!r}"

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-from test_sdk_unit import BOTH, FakeServer, Reply, Seen, error_doc, result_doc
+from test_sdk_unit import BOTH, FakeServer, Reply, Seen, cli, error_doc, result_doc
 
 from hexr.sandbox import (
     Client,
@@ -348,3 +348,45 @@ def test_unusable_files_or_error_are_internal_errors(fake: FakeServer, overrides
     with pytest.raises(SandboxInternalError) as info:
         Client(fake.url).exec("x")
     assert info.value.code == "bad_response"
+
+
+# ---------------------------------------------------------------------------
+# Command line: --file, --return, --out
+
+
+def test_cli_sends_files_and_return_globs(fake: FakeServer, tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_bytes(b"a,b\n1,2\n")
+    (tmp_path / "odd:name.txt").write_bytes(b"colon")
+    proc = cli(["--file", str(tmp_path / "a.csv"), "--file", str(tmp_path / "a.csv") + ":data/in.csv",
+                "--file", str(tmp_path / "odd:name.txt"), "--return", "*.log", "--return", "out/**", "-c", "x"], fake.url)
+    assert proc.returncode == 0, proc.stderr
+    request, files = parse_multipart(fake.requests[-1])
+    assert request == {"code": "x", "language": "python", "return_files": ["*.log", "out/**"]}
+    assert files == [("a.csv", b"a,b\n1,2\n"), ("data/in.csv", b"a,b\n1,2\n"), ("odd:name.txt", b"colon")]
+
+
+def test_cli_refuses_a_missing_local_file(fake: FakeServer, tmp_path: Path) -> None:
+    proc = cli(["--file", str(tmp_path / "missing.csv") + ":x.csv", "-c", "x"], fake.url)
+    assert proc.returncode == 2 and b"no such local file" in proc.stderr
+    assert fake.requests == []
+
+
+def test_cli_writes_returned_files_under_out_and_never_outside(fake: FakeServer, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    fake.reply(Reply(body=result_doc(stdout="", files=files_doc())))
+    proc = cli(["--out", str(out), "-c", "x"], fake.url)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "output" / "figure-1.png").read_bytes() == PNG
+    assert (out / "output" / "summary.csv").read_bytes() == b"a,b\n1,2\n"
+    assert not (out / "output" / "huge.bin").exists()  # truncated: not returned
+
+    (tmp_path / "elsewhere").mkdir()
+    (out / "link").symlink_to(tmp_path / "elsewhere")
+    hostile = [dict(files_doc()[1], path=p) for p in ("../escape.txt", "/abs.txt", "link/through.txt", "link/sub/deep.txt", "a//b.txt")]
+    fake.reply(Reply(body=result_doc(stdout="", files=hostile + [dict(files_doc()[1], path="fine.txt")])))
+    proc = cli(["--out", str(out), "-c", "x"], fake.url)
+    assert proc.returncode == 2
+    for name in ("../escape.txt", "/abs.txt", "link/through.txt", "link/sub/deep.txt", "a//b.txt"):
+        assert repr(name).encode() in proc.stderr
+    assert not (tmp_path / "escape.txt").exists() and list((tmp_path / "elsewhere").iterdir()) == []
+    assert (out / "fine.txt").read_bytes() == b"a,b\n1,2\n"

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Union
 
 import pytest
 
-from test_sdk_unit import BOTH, FakeServer, Reply, error_doc, result_doc
+from test_sdk_unit import BOTH, FakeServer, Reply, cli, error_doc, result_doc
 
 import hexr.sandbox
 from hexr.sandbox import (
@@ -407,3 +407,15 @@ def test_module_level_stream_uses_the_environment(fake: FakeServer, monkeypatch:
 
 def call_sync(client: Client, code: str, **kw: Any) -> ExecResult:
     return client.exec(code, **kw)
+
+
+def test_cli_copies_the_output_as_it_comes(fake: FakeServer) -> None:
+    fake.reply(stream_reply(EVENTS[:-1] + [sse("result", dict(RESULT, exit_code=4))]))
+    proc = cli(["-c", "x"], fake.url)
+    assert proc.returncode == 4
+    assert (proc.stdout, proc.stderr) == (b"one\ntwo\n", b"warn\n")
+    assert fake.requests[-1].headers["accept"] == "text/event-stream"
+    fake.reply(Reply(body=dict(RESULT, exit_code=4)))
+    proc = cli(["--json", "-c", "x"], fake.url)
+    assert json.loads(proc.stdout)["exit_code"] == 4
+    assert fake.requests[-1].headers["accept"] == "application/json"

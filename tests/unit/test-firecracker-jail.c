@@ -334,6 +334,7 @@ static void test_boots_in_its_jail(void **state)
                 "pid=1 ",                                       /* its own pid namespace */
                 "uid=1999999,1999999,1999999 ", "gid=1999999,1999999,1999999 ", "groups=0 ",
                 "nnp=1 ", "caps=0,0,0 ", "bounding=0 ",
+                "pdeathsig=9 ",                                 /* set after the uid change */
                 "root=dev,initramfs.img,rootfs.ext4,run,vmlinux ", /* nothing of the host */
                 "dev=kvm,urandom ",                             /* no net/tun */
                 "kvm=c:10:232:uid1999999:600:",                 /* usable by its uid */

@@ -131,7 +131,8 @@ def test_qemu_jail_from_inside(fake_images, host_sockets, tmp_path):
     lines = out.splitlines()
     ids = lines[0]
     uid = UID_BASE + 3001
-    assert f"uid={uid},{uid},{uid} gid={uid},{uid},{uid} groups=0 nnp=1 caps=0,0,0 bounding=0 " in ids, ids
+    # pdeathsig=9: it dies with the service (set after its uid change, which clears it)
+    assert f"uid={uid},{uid},{uid} gid={uid},{uid},{uid} groups=0 nnp=1 caps=0,0,0 bounding=0 pdeathsig=9 " in ids, ids
     assert f"uid={UID_BASE + 3000}," not in ids  # the package downloader's
     assert "kernel=fake vmlinux" in ids, ids  # the image, as a descriptor through its own /proc
     # no host socket answers from the jail: the paths do not exist there

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
@@ -33,6 +34,20 @@
  * flushed, before the process stops anyway. */
 #define EXIT_GRACE_MS 10000
 
+struct admission {
+        loop_hook hook;                 /* queue timeouts, the drain's deadlines */
+        struct call_list queue;         /* CALL_QUEUED in arrival order (timeouts);
+                                         * served round-robin by caller (callers.c) */
+        struct call_list running;       /* CALL_RUNNING */
+        uint32_t n_queued, n_running;
+
+        /* stopping */
+        bool draining;
+        bool killed_on_drain;
+        uint64_t drain_deadline_ms;     /* then running executions are killed */
+        uint64_t exit_deadline_ms;      /* then we stop whatever is left */
+};
+
 static void exec_ready(watch *w, uint32_t events);
 static void client_ready(watch *w, uint32_t events);
 
@@ -41,7 +56,7 @@ static void client_ready(watch *w, uint32_t events);
 static unsigned retry_after(const hxs_server *srv)
 {
         double mean = srv->m.duration_count ? srv->m.duration_sum_s / (double)srv->m.duration_count : 1.0;
-        double wait = mean * (double)(srv->n_queued + 1) /
+        double wait = mean * (double)(srv->adm->n_queued + 1) /
                       (double)(srv->cfg.max_concurrent ? srv->cfg.max_concurrent : 1);
         if (wait > 60)
                 return 60;
@@ -82,11 +97,11 @@ static void reject_overloaded(call *c, reject_reason why)
         if (why == REJECT_QUEUE_TIMEOUT)
                 snprintf(msg, sizeof(msg),
                          "no execution slot became free within %us (%u running, %u waiting); retry later",
-                         srv->cfg.queue_timeout_s, srv->n_running, srv->n_queued);
+                         srv->cfg.queue_timeout_s, srv->adm->n_running, srv->adm->n_queued);
         else
                 snprintf(msg, sizeof(msg),
                          "all %u execution slots are busy and %u requests are waiting; retry later",
-                         srv->cfg.max_concurrent, srv->n_queued);
+                         srv->cfg.max_concurrent, srv->adm->n_queued);
         call_set_error(c, 429, "overloaded", msg);
         c->retry_after_s = retry_after(srv);
 }
@@ -156,8 +171,8 @@ static int start(call *c)
         /* The engine copied the request. */
         hxs_request_free(c->req);
         c->req = NULL;
-        TAILQ_INSERT_TAIL(&srv->running, c, link);
-        srv->n_running++;
+        TAILQ_INSERT_TAIL(&srv->adm->running, c, link);
+        srv->adm->n_running++;
         c->cs->running++;
         c->state = CALL_RUNNING;
         return 0;
@@ -166,13 +181,13 @@ static int start(call *c)
 /* Hands free slots to waiting requests: round-robin by caller, oldest first within one. */
 static void pump(hxs_server *srv)
 {
-        while (!srv->draining && srv->n_running < srv->cfg.max_concurrent &&
-               !TAILQ_EMPTY(&srv->queue)) {
+        while (!srv->adm->draining && srv->adm->n_running < srv->cfg.max_concurrent &&
+               !TAILQ_EMPTY(&srv->adm->queue)) {
                 call *c = callers_next(srv->callers);
                 if (!c)
                         break;
-                TAILQ_REMOVE(&srv->queue, c, link);
-                srv->n_queued--;
+                TAILQ_REMOVE(&srv->adm->queue, c, link);
+                srv->adm->n_queued--;
                 if (start(c) < 0) {
                         c->cs = NULL;
                         call_resume(c); /* its error reply is ready */
@@ -186,8 +201,8 @@ static void enqueue(call *c)
 {
         hxs_server *srv = c->srv;
 
-        TAILQ_INSERT_TAIL(&srv->queue, c, link);
-        srv->n_queued++;
+        TAILQ_INSERT_TAIL(&srv->adm->queue, c, link);
+        srv->adm->n_queued++;
         callers_enqueue(srv->callers, c);
 }
 
@@ -196,8 +211,8 @@ static void unqueue(call *c)
 {
         hxs_server *srv = c->srv;
 
-        TAILQ_REMOVE(&srv->queue, c, link);
-        srv->n_queued--;
+        TAILQ_REMOVE(&srv->adm->queue, c, link);
+        srv->adm->n_queued--;
         callers_unqueue(srv->callers, c);
         c->cs = NULL;
 }
@@ -206,7 +221,7 @@ void admission_submit(call *c)
 {
         hxs_server *srv = c->srv;
 
-        if (srv->draining) {
+        if (srv->adm->draining) {
                 reject_draining(c);
                 c->state = CALL_REPLY;
                 return;
@@ -232,8 +247,8 @@ void admission_submit(call *c)
                 return;
         }
         /* Who waits has the first claim, unless all who wait hold their share. */
-        bool run_now = srv->n_running < srv->cfg.max_concurrent && callers_may_run(srv->callers, cs) &&
-                       (TAILQ_EMPTY(&srv->queue) || !callers_waiting_may_run(srv->callers));
+        bool run_now = srv->adm->n_running < srv->cfg.max_concurrent && callers_may_run(srv->callers, cs) &&
+                       (TAILQ_EMPTY(&srv->adm->queue) || !callers_waiting_may_run(srv->callers));
         if (!run_now) {
                 uint32_t qq = srv->cfg.quota_queue;
                 if (qq && cs->queued >= qq) {
@@ -244,7 +259,7 @@ void admission_submit(call *c)
                         c->state = CALL_REPLY;
                         return;
                 }
-                if (srv->n_queued >= srv->cfg.max_queue) {
+                if (srv->adm->n_queued >= srv->cfg.max_queue) {
                         reject_overloaded(c, REJECT_OVERLOADED);
                         c->state = CALL_REPLY;
                         return;
@@ -281,8 +296,8 @@ static void drop_exec(call *c)
         loop_del(srv->loop, &c->exec_watch);
         hxs_exec_free(c->exec);
         c->exec = NULL;
-        TAILQ_REMOVE(&srv->running, c, link);
-        srv->n_running--;
+        TAILQ_REMOVE(&srv->adm->running, c, link);
+        srv->adm->n_running--;
         c->cs->running--;
         c->cs = NULL;
 }
@@ -381,7 +396,7 @@ static void tick(void *data, uint64_t now)
         call *c;
 
         /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
-        while (srv->cfg.queue_timeout_s && (c = TAILQ_FIRST(&srv->queue)) &&
+        while (srv->cfg.queue_timeout_s && (c = TAILQ_FIRST(&srv->adm->queue)) &&
                now - c->received_ms >= (uint64_t)srv->cfg.queue_timeout_s * 1000) {
                 bool own_share = !callers_may_run(srv->callers, c->cs);
                 uint32_t running = c->cs->running;
@@ -400,31 +415,48 @@ static void tick(void *data, uint64_t now)
                 call_reply_ready(c);
         }
 
-        if (srv->draining && !srv->killed_on_drain && now >= srv->drain_deadline_ms) {
-                srv->killed_on_drain = true;
-                srv->exit_deadline_ms = now + EXIT_GRACE_MS;
-                if (srv->n_running)
+        if (srv->adm->draining && !srv->adm->killed_on_drain && now >= srv->adm->drain_deadline_ms) {
+                srv->adm->killed_on_drain = true;
+                srv->adm->exit_deadline_ms = now + EXIT_GRACE_MS;
+                if (srv->adm->n_running)
                         log_line("drain", "DRAIN_TIMEOUT reached: killing %u running executions",
-                                 srv->n_running);
-                TAILQ_FOREACH(c, &srv->running, link)
+                                 srv->adm->n_running);
+                TAILQ_FOREACH(c, &srv->adm->running, link)
                         hxs_exec_kill(c->exec);
                 /* Their fds report the end; each client then gets its (killed) result. */
         }
         pump(srv);
 }
 
-void admission_drain(hxs_server *srv)
+/* The first SIGTERM/SIGINT: queued requests get 503 now, running ones may finish until
+ * DRAIN_TIMEOUT. */
+static void drain(hxs_server *srv)
 {
         call *c;
         uint64_t now = now_ms();
 
-        srv->draining = true;
-        srv->drain_deadline_ms = now + (uint64_t)srv->cfg.drain_timeout_s * 1000;
-        srv->exit_deadline_ms = srv->drain_deadline_ms + EXIT_GRACE_MS;
-        while ((c = TAILQ_FIRST(&srv->queue))) {
+        srv->adm->draining = true;
+        srv->adm->drain_deadline_ms = now + (uint64_t)srv->cfg.drain_timeout_s * 1000;
+        srv->adm->exit_deadline_ms = srv->adm->drain_deadline_ms + EXIT_GRACE_MS;
+        while ((c = TAILQ_FIRST(&srv->adm->queue))) {
                 unqueue(c);
                 reject_draining(c);
                 call_reply_ready(c);
+        }
+}
+
+void admission_drain(hxs_server *srv, const char *signame)
+{
+        admission *a = srv->adm;
+
+        if (!a->draining) {
+                log_line("drain", "%s: finishing %u running executions (at most %us), refusing new ones",
+                         signame, a->n_running, srv->cfg.drain_timeout_s);
+                drain(srv);
+        } else if (a->drain_deadline_ms > now_ms()) {
+                /* Asked twice: stop waiting for running executions. */
+                log_line("drain", "%s again: killing running executions now", signame);
+                a->drain_deadline_ms = now_ms();
         }
 }
 
@@ -432,40 +464,84 @@ static uint64_t next_deadline(void *data)
 {
         hxs_server *srv = data;
         uint64_t d = UINT64_MAX;
-        call *c = TAILQ_FIRST(&srv->queue);
+        call *c = TAILQ_FIRST(&srv->adm->queue);
 
         if (c && srv->cfg.queue_timeout_s)
                 d = c->received_ms + (uint64_t)srv->cfg.queue_timeout_s * 1000;
-        if (srv->draining) {
-                if (!srv->killed_on_drain && srv->drain_deadline_ms < d)
-                        d = srv->drain_deadline_ms;
-                if (srv->exit_deadline_ms < d)
-                        d = srv->exit_deadline_ms;
+        if (srv->adm->draining) {
+                if (!srv->adm->killed_on_drain && srv->adm->drain_deadline_ms < d)
+                        d = srv->adm->drain_deadline_ms;
+                if (srv->adm->exit_deadline_ms < d)
+                        d = srv->adm->exit_deadline_ms;
         }
         return d;
 }
 
-void admission_setup(hxs_server *srv)
+int admission_setup(hxs_server *srv)
 {
-        srv->admission_hook = (loop_hook){ .next_deadline = next_deadline, .tick = tick, .data = srv };
-        loop_hook_add(srv->loop, &srv->admission_hook);
+        admission *a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        TAILQ_INIT(&a->queue);
+        TAILQ_INIT(&a->running);
+        a->hook = (loop_hook){ .next_deadline = next_deadline, .tick = tick, .data = srv };
+        loop_hook_add(srv->loop, &a->hook);
+        srv->adm = a;
+        return 0;
 }
 
-bool admission_drained(hxs_server *srv)
+void admission_free(hxs_server *srv)
 {
-        return srv->n_running == 0 && srv->n_queued == 0 && srv->n_held == 0;
+        free(srv->adm);
+        srv->adm = NULL;
 }
+
+bool admission_draining(const hxs_server *srv)
+{
+        return srv->adm && srv->adm->draining;
+}
+
+void admission_load_get(const hxs_server *srv, admission_load *ret)
+{
+        const admission *a = srv->adm;
+        const call *oldest = a ? TAILQ_FIRST(&a->queue) : NULL;
+
+        *ret = (admission_load){ .running = a ? a->n_running : 0, .queued = a ? a->n_queued : 0,
+                                 .oldest_received_ms = oldest ? oldest->received_ms : 0 };
+}
+
+/* Nothing runs, waits or still has its reply to send. */
+static bool drained(const hxs_server *srv)
+{
+        return srv->adm->n_running == 0 && srv->adm->n_queued == 0 && srv->n_held == 0;
+}
+
+bool admission_done(hxs_server *srv)
+{
+        admission *a = srv->adm;
+
+        if (!a->draining)
+                return false;
+        if (drained(srv))
+                return true;
+        if (now_ms() < a->exit_deadline_ms)
+                return false;
+        log_line("drain", "giving up on %u executions and %u replies still in flight", a->n_running,
+                 srv->n_held);
+        return true;
+}
+
 
 void admission_abort_all(hxs_server *srv)
 {
         call *c;
 
-        while ((c = TAILQ_FIRST(&srv->queue))) {
+        while ((c = TAILQ_FIRST(&srv->adm->queue))) {
                 unqueue(c);
                 reject_draining(c);
                 call_reply_ready(c);
         }
-        while ((c = TAILQ_FIRST(&srv->running))) {
+        while ((c = TAILQ_FIRST(&srv->adm->running))) {
                 uint64_t ran = hxs_exec_elapsed_ms(c->exec);
                 hxs_exec_kill(c->exec);
                 drop_exec(c);

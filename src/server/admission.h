@@ -9,10 +9,25 @@
 
 struct hxs_server;
 
-/* Registers admission's deadlines (queue timeouts, the drain's) with the loop. */
-void admission_setup(struct hxs_server *srv);
+/* The queues and the drain (admission.c's own). */
+typedef struct admission admission;
+
+/* What runs and waits now, for /health and /metrics. */
+typedef struct admission_load {
+        uint32_t running, queued;
+        uint64_t oldest_received_ms;    /* the oldest waiting request's body; 0: none waits */
+} admission_load;
+
+/* Its state, and its deadlines (queue timeouts, the drain's) registered with the loop. */
+int admission_setup(struct hxs_server *srv);
+void admission_free(struct hxs_server *srv);
 void admission_submit(call *c);                 /* body parsed into c->req */
 void admission_forget(call *c);                 /* MHD is done with c: drop what is left */
-void admission_drain(struct hxs_server *srv);   /* SIGTERM/SIGINT */
-bool admission_drained(struct hxs_server *srv);
+/* SIGTERM/SIGINT (named for the log): the first drains, the second kills what runs. */
+void admission_drain(struct hxs_server *srv, const char *signame);
+bool admission_draining(const struct hxs_server *srv);
+/* Draining, may the service stop: everything answered, or the exit deadline passed
+ * (logged)? */
+bool admission_done(struct hxs_server *srv);
+void admission_load_get(const struct hxs_server *srv, admission_load *ret);
 void admission_abort_all(struct hxs_server *srv); /* last resort at exit */

@@ -41,54 +41,54 @@ int auth_setup(hxs_server *srv, hxs_error *err)
         const hxs_config *cfg = &srv->cfg;
         int r;
 
-        if ((r = proxies_parse(cfg->trusted_proxies, &srv->proxies, err)) < 0 ||
-            (r = allowlist_parse(cfg->auth_allow, "AUTH_ALLOW", &srv->allow, err)) < 0 ||
-            (r = allowlist_parse(cfg->metrics_allow, "METRICS_ALLOW", &srv->metrics_allow, err)) < 0)
+        if ((r = proxies_parse(cfg->trusted_proxies, &srv->auth.proxies, err)) < 0 ||
+            (r = allowlist_parse(cfg->auth_allow, "AUTH_ALLOW", &srv->auth.allow, err)) < 0 ||
+            (r = allowlist_parse(cfg->metrics_allow, "METRICS_ALLOW", &srv->auth.metrics_allow, err)) < 0)
                 return r;
-        bool proxies = proxies_by_address(&srv->proxies) || proxies_by_id(&srv->proxies);
-        srv->identity_on = tls_mutual(srv) || proxies;
+        bool proxies = proxies_by_address(&srv->auth.proxies) || proxies_by_id(&srv->auth.proxies);
+        srv->auth.identity_on = tls_mutual(srv) || proxies;
         if (tls_has_bundles(srv) && !tls_mutual(srv) && !proxies)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                       "SPIFFE_TRUST_BUNDLES: nothing would be verified against them: they need mTLS "
                                       "(TLS_CERT_FILE, TLS_KEY_FILE) or TRUSTED_PROXIES that forward client "
                                       "certificates");
-        if (srv->identity_on && srv->allow.n == 0)
+        if (srv->auth.identity_on && srv->auth.allow.n == 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
                                       "AUTH_ALLOW: callers are identified (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES) "
                                       "but no caller is allowed: list SPIFFE IDs, trust domains or prefixes");
-        if (!srv->identity_on && srv->allow.n > 0)
+        if (!srv->auth.identity_on && srv->auth.allow.n > 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
                                       "AUTH_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES); "
                                       "without them nobody could be recognised");
-        if (!srv->identity_on && srv->metrics_allow.n > 0)
+        if (!srv->auth.identity_on && srv->auth.metrics_allow.n > 0)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW",
                                       "METRICS_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES)");
-        if (srv->proxies.unix_peers && !srv->listen.unix_path[0])
+        if (srv->auth.proxies.unix_peers && !srv->listen.unix_path[0])
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                       "TRUSTED_PROXIES: \"unix\" needs LISTEN_ADDRESS=unix:/path");
-        if (proxies_by_id(&srv->proxies) && !tls_mutual(srv))
+        if (proxies_by_id(&srv->auth.proxies) && !tls_mutual(srv))
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                       "TRUSTED_PROXIES: a proxy named by its SPIFFE ID must present it over mTLS: "
                                       "set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CLIENT_CA_FILE or SPIFFE_TRUST_BUNDLES");
-        if (tls_mutual(srv) && proxies_by_address(&srv->proxies) && !proxies_by_id(&srv->proxies))
+        if (tls_mutual(srv) && proxies_by_address(&srv->auth.proxies) && !proxies_by_id(&srv->auth.proxies))
                 log_line("warning", "TRUSTED_PROXIES names addresses only: any client with a valid certificate "
                          "that connects from there may name any caller; add the proxy's SPIFFE ID");
         /* An allowed trust domain nobody can be verified in is a configuration mistake. */
-        for (size_t i = 0; tls_mutual(srv) && !proxies && i < srv->allow.n; i++) {
+        for (size_t i = 0; tls_mutual(srv) && !proxies && i < srv->auth.allow.n; i++) {
                 char td[SPIFFE_TD_MAX + 1];
-                if (spiffe_trust_domain(srv->allow.entries[i].text, srv->allow.entries[i].len, td,
+                if (spiffe_trust_domain(srv->auth.allow.entries[i].text, srv->auth.allow.entries[i].len, td,
                                         sizeof(td)) == 0 && !tls_has_bundle(srv, td))
                         log_line("warning", "AUTH_ALLOW allows %s, but trust domain %s has no trust bundle: "
-                                 "no caller of it can be verified", srv->allow.entries[i].text, td);
+                                 "no caller of it can be verified", srv->auth.allow.entries[i].text, td);
         }
         return 0;
 }
 
 void auth_cleanup(hxs_server *srv)
 {
-        allowlist_free(&srv->allow);
-        allowlist_free(&srv->metrics_allow);
-        proxies_free(&srv->proxies);
+        allowlist_free(&srv->auth.allow);
+        allowlist_free(&srv->auth.metrics_allow);
+        proxies_free(&srv->auth.proxies);
 }
 
 static void deny(call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -117,7 +117,7 @@ static enum MHD_Result count_xfcc(void *cls, enum MHD_ValueKind kind, const char
 static bool peer_is_trusted_proxy(call *c, const char *peer_id)
 {
         hxs_server *srv = c->srv;
-        const proxy_list *pl = &srv->proxies;
+        const proxy_list *pl = &srv->auth.proxies;
 
         if (!proxies_by_address(pl) && !proxies_by_id(pl))
                 return false;
@@ -214,7 +214,7 @@ int auth_check(call *c)
         if (n_xfcc)
                 (void)MHD_lookup_connection_value_n(c->conn, MHD_HEADER_KIND, XFCC, strlen(XFCC),
                                                     &xfcc, &xfcc_len);
-        if (!srv->identity_on) {
+        if (!srv->auth.identity_on) {
                 if (n_xfcc) {
                         peer_text(c, peer, sizeof(peer));
                         log_line("auth", "request %s: X-Forwarded-Client-Cert from %s ignored: not a trusted proxy",
@@ -242,7 +242,7 @@ int auth_check(call *c)
                      "this service identifies callers by X-Forwarded-Client-Cert from a trusted proxy only");
                 return -EACCES;
         }
-        if (!allowlist_match(&srv->allow, c->caller)) {
+        if (!allowlist_match(&srv->auth.allow, c->caller)) {
                 deny(c, "caller %s is not allowed (AUTH_ALLOW)", c->caller);
                 return -EACCES;
         }
@@ -253,7 +253,7 @@ int auth_check_metrics(call *c)
 {
         const hxs_server *srv = c->srv;
 
-        if (!srv->metrics_allow.n || allowlist_match(&srv->metrics_allow, c->caller))
+        if (!srv->auth.metrics_allow.n || allowlist_match(&srv->auth.metrics_allow, c->caller))
                 return 0;
         deny(c, "caller %s may not read /metrics (METRICS_ALLOW)", c->caller);
         return -EACCES;

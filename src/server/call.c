@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
 #include "engine/json.h"
 #include "server/call.h"
 #include "server/loop.h"

@@ -72,7 +72,7 @@ typedef struct call {
         uint64_t started_ms;    /* monotonic: sandbox started */
         watch exec_watch;
         watch client_watch;
-        TAILQ_ENTRY(call) link; /* in srv->queue or srv->running */
+        TAILQ_ENTRY(call) link; /* in admission's queue or its running list */
         TAILQ_ENTRY(call) clink; /* in its caller's queue while queued */
 
         /* the reply, prepared before the connection is resumed */

@@ -45,7 +45,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/auth.h"
 #include "server/conn.h"
+#include "server/identity.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -180,7 +182,7 @@ static addr_node *addr_node_of(hxs_server *srv, const struct sockaddr *sa, bool 
         int family = 0;
         uint8_t addr[16];
 
-        if (!addr_key(sa, &family, addr) || proxies_match(&srv->proxies, sa))
+        if (!addr_key(sa, &family, addr) || proxies_match(&srv->auth.proxies, sa))
                 return NULL;
         unsigned b = addr_hash(family, addr);
         for (addr_node *n = cs->buckets[b]; n; n = n->next)

@@ -27,7 +27,6 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "core/error.h"
 #include "engine/json.h"
 #include "server/admission.h"
 #include "server/auth.h"
@@ -156,6 +155,8 @@ static void reply_health(call *c)
         hxs_server *srv = c->srv;
         uint64_t now = now_ms();
         const char *status = "ok";
+        bool draining = admission_draining(srv);
+        admission_load load;
 
         if (srv->health_checked_ms == 0 || now - srv->health_checked_ms >= 1000) {
                 hxs_error err = { 0 };
@@ -163,7 +164,8 @@ static void reply_health(call *c)
                 snprintf(srv->health_message, sizeof(srv->health_message), "%s", err.message);
                 srv->health_checked_ms = now;
         }
-        if (srv->draining)
+        admission_load_get(srv, &load);
+        if (draining)
                 status = "draining";
         else if (srv->health_r < 0)
                 status = "unhealthy";
@@ -171,11 +173,11 @@ static void reply_health(call *c)
         json_t *o = json_pack("{s:s,s:s,s:[sss],s:s,s:I,s:I,s:I}", "status", status, "backend",
                               hxs_engine_backend_name(srv->engine), "languages", "python",
                               "javascript", "bash", "version", hxs_version(), "active",
-                              (json_int_t)srv->n_running, "queued", (json_int_t)srv->n_queued,
+                              (json_int_t)load.running, "queued", (json_int_t)load.queued,
                               "max_concurrent", (json_int_t)srv->cfg.max_concurrent);
         if (o)
                 json_object_set_new(o, "runtimes", runtimes_summary_json(hxs_engine_runtime_info(srv->engine)));
-        if (o && srv->health_r < 0 && !srv->draining)
+        if (o && srv->health_r < 0 && !draining)
                 json_object_set_new(o, "message",
                                     hxs_json_string_lossy(srv->health_message,
                                                           strlen(srv->health_message)));
@@ -227,8 +229,25 @@ static void reply_execution(call *c, const char *url)
 
 static void reply_metrics(call *c)
 {
+        hxs_server *srv = c->srv;
+        admission_load load;
+        uint64_t now = now_ms();
+
+        admission_load_get(srv, &load);
+        metrics_gauges g = {
+                .active = load.running,
+                .queued = load.queued,
+                .max_concurrent = srv->cfg.max_concurrent,
+                .max_queue = srv->cfg.max_queue,
+                .draining = admission_draining(srv),
+                .oldest_wait_s = load.oldest_received_ms && now > load.oldest_received_ms ?
+                                         (double)(now - load.oldest_received_ms) / 1000.0 : 0.0,
+        };
+
+        hxs_engine_stats_get(srv->engine, &g.engine);
+        conn_stats(srv, &g.conns_fresh, &g.conns_established, &g.conns_lingering);
         free(c->reply);
-        c->reply = metrics_render(c->srv, &c->reply_len);
+        c->reply = metrics_render(&srv->m, &g, &c->reply_len);
         c->status = 200;
 }
 
@@ -240,7 +259,7 @@ static int check_exec_headers(call *c, uint64_t length)
         const char *v;
         char msg[200];
 
-        if (srv->draining) {
+        if (admission_draining(srv)) {
                 metrics_reject(&srv->m, REJECT_DRAINING);
                 call_set_error(c, 503, "draining",
                                "the service is shutting down and takes no new executions; retry on another instance");

@@ -9,10 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/conn.h"
-#include "server/loop.h"
 #include "server/metrics.h"
-#include "server/state.h"
 
 static const char *const outcome_names[OUTCOME_MAX] = {
         [OUTCOME_OK] = "ok",
@@ -171,28 +168,22 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 
 /* What an autoscaler needs: slots in use and in all (above), the queue's length, room
  * and age, and how long requests waited for a slot. */
-static void render_queue(FILE *f, const hxs_server *srv)
+static void render_queue(FILE *f, const metrics *m, const metrics_gauges *g)
 {
-        const metrics *m = &srv->m;
-        const call *oldest = TAILQ_FIRST(&srv->queue);
-        uint64_t now = now_ms();
-
         family(f, "hexr_sandbox_max_queued_executions", "gauge",
                "Requests that may wait for a slot before 429 (MAX_QUEUE).");
-        fprintf(f, "hexr_sandbox_max_queued_executions %u\n", srv->cfg.max_queue);
+        fprintf(f, "hexr_sandbox_max_queued_executions %u\n", g->max_queue);
         family(f, "hexr_sandbox_queue_oldest_wait_seconds", "gauge",
                "How long the oldest waiting request has waited for a slot (0: none waits).");
-        fprintf(f, "hexr_sandbox_queue_oldest_wait_seconds %.3f\n",
-                oldest && now > oldest->received_ms ? (double)(now - oldest->received_ms) / 1000.0 : 0.0);
+        fprintf(f, "hexr_sandbox_queue_oldest_wait_seconds %.3f\n", g->oldest_wait_s);
         family(f, "hexr_sandbox_queue_wait_seconds", "histogram",
                "Time from a whole request to its sandbox starting, in seconds (0 when a slot was free).");
         render_histogram(f, "hexr_sandbox_queue_wait_seconds", queue_wait_bounds, N_BOUNDS(queue_wait_bounds),
                          m->queue_wait_buckets, m->queue_wait_count, m->queue_wait_sum_s);
 }
 
-char *metrics_render(const hxs_server *srv, size_t *ret_len)
+char *metrics_render(const metrics *m, const metrics_gauges *g, size_t *ret_len)
 {
-        const metrics *m = &srv->m;
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
@@ -213,38 +204,37 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
                          m->duration_buckets, m->duration_count, m->duration_sum_s);
 
         family(f, "hexr_sandbox_active_executions", "gauge", "Executions running now.");
-        fprintf(f, "hexr_sandbox_active_executions %u\n", srv->n_running);
+        fprintf(f, "hexr_sandbox_active_executions %u\n", g->active);
         family(f, "hexr_sandbox_queued_executions", "gauge", "Requests waiting for an execution slot.");
-        fprintf(f, "hexr_sandbox_queued_executions %u\n", srv->n_queued);
+        fprintf(f, "hexr_sandbox_queued_executions %u\n", g->queued);
         family(f, "hexr_sandbox_max_concurrent_executions", "gauge",
                "Execution slots (MAX_CONCURRENT).");
-        fprintf(f, "hexr_sandbox_max_concurrent_executions %u\n", srv->cfg.max_concurrent);
+        fprintf(f, "hexr_sandbox_max_concurrent_executions %u\n", g->max_concurrent);
         family(f, "hexr_sandbox_draining", "gauge", "1 while the service drains after SIGTERM, else 0.");
-        fprintf(f, "hexr_sandbox_draining %d\n", srv->draining ? 1 : 0);
-        render_queue(f, srv);
+        fprintf(f, "hexr_sandbox_draining %d\n", g->draining ? 1 : 0);
+        render_queue(f, m, g);
 
-        hxs_engine_stats st = { 0 };
-        hxs_engine_stats_get(srv->engine, &st);
+        const hxs_engine_stats *st = &g->engine;
         family(f, "hexr_sandbox_warm_enabled", "gauge",
                "1 when Python starts from warm templates (SANDBOX_WARM and they could start), else 0.");
-        fprintf(f, "hexr_sandbox_warm_enabled %d\n", st.warm_enabled ? 1 : 0);
+        fprintf(f, "hexr_sandbox_warm_enabled %d\n", st->warm_enabled ? 1 : 0);
         family(f, "hexr_sandbox_warm_templates_ready", "gauge", "Warm templates ready to clone now.");
-        fprintf(f, "hexr_sandbox_warm_templates_ready %u\n", st.templates_ready);
+        fprintf(f, "hexr_sandbox_warm_templates_ready %u\n", st->templates_ready);
         family(f, "hexr_sandbox_warm_templates", "gauge", "Warm templates kept by the engine.");
-        fprintf(f, "hexr_sandbox_warm_templates %u\n", st.templates_total);
+        fprintf(f, "hexr_sandbox_warm_templates %u\n", st->templates_total);
         family(f, "hexr_sandbox_warm_template_restarts_total", "counter",
                "Warm templates restarted since the service started.");
-        fprintf(f, "hexr_sandbox_warm_template_restarts_total %lu\n", st.template_restarts);
+        fprintf(f, "hexr_sandbox_warm_template_restarts_total %lu\n", st->template_restarts);
         family(f, "hexr_sandbox_vm_pool_ready", "gauge", "Booted microVMs waiting for an execution.");
-        fprintf(f, "hexr_sandbox_vm_pool_ready %u\n", st.vm_pool_ready);
+        fprintf(f, "hexr_sandbox_vm_pool_ready %u\n", st->vm_pool_ready);
         family(f, "hexr_sandbox_vm_pool_target", "gauge",
                "Booted microVMs the pool keeps (VM_POOL_SIZE within VM_POOL_MEMORY_MB; 0 for namespaces).");
-        fprintf(f, "hexr_sandbox_vm_pool_target %u\n", st.vm_pool_target);
+        fprintf(f, "hexr_sandbox_vm_pool_target %u\n", st->vm_pool_target);
         family(f, "hexr_sandbox_vm_pool_boots_total", "counter", "MicroVMs the pool has booted to a ready agent.");
-        fprintf(f, "hexr_sandbox_vm_pool_boots_total %lu\n", st.vm_booted);
+        fprintf(f, "hexr_sandbox_vm_pool_boots_total %lu\n", st->vm_booted);
         family(f, "hexr_sandbox_vm_pool_boot_failures_total", "counter",
                "Pool boots that did not reach a ready agent.");
-        fprintf(f, "hexr_sandbox_vm_pool_boot_failures_total %lu\n", st.vm_boot_failures);
+        fprintf(f, "hexr_sandbox_vm_pool_boot_failures_total %lu\n", st->vm_boot_failures);
 
         family(f, "hexr_sandbox_packages_total", "counter",
                "Executions that asked for packages, by where they came from (image: all in the image; cached: an installed set from the package cache; installed: installed for this execution).");
@@ -280,8 +270,7 @@ char *metrics_render(const hxs_server *srv, size_t *ret_len)
                 }
         }
 
-        uint32_t fresh = 0, established = 0, lingering = 0;
-        conn_stats(srv, &fresh, &established, &lingering);
+        uint32_t fresh = g->conns_fresh, established = g->conns_established, lingering = g->conns_lingering;
         family(f, "hexr_sandbox_connections", "gauge",
                "Open HTTP connections: new (no request line yet) and established (at least one request line).");
         fprintf(f, "hexr_sandbox_connections{state=\"new\"} %u\n", fresh);

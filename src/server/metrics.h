@@ -2,13 +2,12 @@
 /* The service's counters (metrics.c) and their Prometheus text. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hexr-sandbox/sandbox.h"
 #include "server/call.h"
-
-struct hxs_server;
 
 /* Execution outcomes, as counted in hexr_sandbox_executions_total. */
 typedef enum outcome {
@@ -72,6 +71,18 @@ void metrics_reject(metrics *m, reject_reason r);
 void metrics_connection_cut(metrics *m, conn_cut why);
 void metrics_http(metrics *m, route rt, unsigned status);
 void metrics_queue_wait(metrics *m, uint64_t wait_ms);  /* a sandbox is starting */
-char *metrics_render(const struct hxs_server *srv, size_t *ret_len);
+/* What /metrics shows besides the counters, read from the modules when it is asked
+ * for. */
+typedef struct metrics_gauges {
+        uint32_t active, queued;                /* executions running, requests waiting */
+        uint32_t max_concurrent, max_queue;
+        bool draining;
+        double oldest_wait_s;                   /* of the oldest waiting request; 0: none */
+        hxs_engine_stats engine;
+        uint32_t conns_fresh, conns_established, conns_lingering; /* conn_stats */
+} metrics_gauges;
+
+/* The Prometheus text (format 0.0.4); NULL on allocation failure. */
+char *metrics_render(const metrics *m, const metrics_gauges *g, size_t *ret_len);
 outcome outcome_of(const hxs_result *res);
 const char *outcome_name(outcome o);

@@ -63,17 +63,7 @@ static void on_signals(watch *w, uint32_t events)
                 switch (si.ssi_signo) {
                 case SIGTERM:
                 case SIGINT:
-                        if (!srv->draining) {
-                                log_line("drain", "%s: finishing %u running executions (at most %us), refusing new ones",
-                                         strsignal((int)si.ssi_signo), srv->n_running,
-                                         srv->cfg.drain_timeout_s);
-                                admission_drain(srv);
-                        } else if (srv->drain_deadline_ms > now_ms()) {
-                                /* Asked twice: stop waiting for running executions. */
-                                log_line("drain", "%s again: killing running executions now",
-                                         strsignal((int)si.ssi_signo));
-                                srv->drain_deadline_ms = now_ms();
-                        }
+                        admission_drain(srv, strsignal((int)si.ssi_signo));
                         break;
                 case SIGHUP:
                         /* Certificates rotate (short-lived SVIDs); other settings are
@@ -139,16 +129,8 @@ static void mhd_tick(void *data, uint64_t now)
         MHD_run(srv->mhd);
         if (mhd_connections(srv) < before)
                 MHD_run(srv->mhd);
-
-        if (!srv->draining)
-                return;
-        if (admission_drained(srv)) {
+        if (admission_done(srv))
                 loop_stop(srv->loop);
-        } else if (now_ms() >= srv->exit_deadline_ms) {
-                log_line("drain", "giving up on %u executions and %u replies still in flight",
-                         srv->n_running, srv->n_held);
-                loop_stop(srv->loop);
-        }
 }
 
 /* MHD's epoll fd only wakes the loop: MHD_run happens in mhd_tick, every round. */
@@ -222,6 +204,7 @@ void hxs_server_free(hxs_server *srv)
         listen_cleanup(&srv->listen);
         close_fd(&srv->listen.fd);
         conn_cleanup(srv);
+        admission_free(srv); /* after MHD: its last completions still reach admission */
         tls_close(srv);
         auth_cleanup(srv);
         callers_free(srv->callers);
@@ -302,7 +285,7 @@ static int open_all(hxs_server *srv, hxs_error *err)
                 r = auth_setup(srv, err);
         if (r < 0)
                 return fail_setting(err, r);
-        if (!srv->identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(&srv->listen))
+        if (!srv->auth.identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(&srv->listen))
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
                                       "invalid setting: LISTEN_ADDRESS %s is not loopback, and callers are not "
                                       "identified: anyone who reaches it could run code. Configure mTLS (TLS_CLIENT_CA_FILE) "
@@ -311,13 +294,12 @@ static int open_all(hxs_server *srv, hxs_error *err)
                                       srv->listen.text);
         /* One caller may not hold every slot while others wait (callers.c). */
         uint32_t share = srv->cfg.quota_running;
-        if (!share && srv->identity_on) {
+        if (!share && srv->auth.identity_on) {
                 uint32_t max = srv->cfg.max_concurrent, keep = max / 4 ? max / 4 : 1;
                 share = max > keep ? max - keep : 1;
         }
         /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
-        admission_setup(srv);
-        if (callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
+        if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
             conn_setup(srv) < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = start_mhd(srv);
@@ -333,8 +315,6 @@ int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         srv->sigfd = srv->listen.fd = -1;
         srv->sig_watch.fd = srv->mhd_watch.fd = -1;
-        TAILQ_INIT(&srv->queue);
-        TAILQ_INIT(&srv->running);
         srv->cfg = *cfg;
         settle(&srv->cfg);
 
@@ -363,7 +343,7 @@ int hxs_server_run(hxs_server *srv)
                  hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent, running,
                  srv->cfg.max_queue,
                  tls_mutual(srv) ? "mTLS" : tls_enabled(srv) ? "TLS" : "plain HTTP",
-                 srv->identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
+                 srv->auth.identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
 
         int r = loop_run(srv->loop);
         if (r < 0)

@@ -34,6 +34,8 @@
 #include <stdint.h>
 
 #include "hexr-sandbox/sandbox.h"
+#include "server/admission.h"
+#include "server/auth.h"
 #include "server/call.h"
 #include "server/callers.h"
 #include "server/conn.h"
@@ -52,16 +54,12 @@ typedef struct hxs_server {
         loop *loop;
         int sigfd;
         watch sig_watch, mhd_watch;
-        loop_hook admission_hook, mhd_hook;
+        loop_hook mhd_hook;
 
         listener listen;                /* the socket MHD accepts on */
 
-        /* identity */
         tls_state *tls;                 /* NULL: plain HTTP */
-        bool identity_on;               /* mTLS or trusted proxies: callers have IDs */
-        allowlist allow;
-        allowlist metrics_allow;        /* METRICS_ALLOW; empty: as AUTH_ALLOW */
-        proxy_list proxies;
+        auth_state auth;                /* who may call */
 
         callers *callers;               /* quotas, fair turns, metrics labels */
         records *records;               /* recent executions */
@@ -69,18 +67,9 @@ typedef struct hxs_server {
         /* open connections: limits, deadlines, lingering closes (conn.c) */
         conn_state *conns;
 
-        /* admission */
-        struct call_list queue;         /* CALL_QUEUED in arrival order (timeouts);
-                                         * served round-robin by caller (callers.c) */
-        struct call_list running;       /* CALL_RUNNING */
-        uint32_t n_queued, n_running;
-        uint32_t n_held;                /* suspended or resumed, not yet completed */
+        admission *adm;                 /* slots, the queue, the drain */
+        uint32_t n_held;                /* requests suspended or resumed, not yet completed */
 
-        /* stopping */
-        bool draining;
-        bool killed_on_drain;
-        uint64_t drain_deadline_ms;     /* then running executions are killed */
-        uint64_t exit_deadline_ms;      /* then we stop whatever is left */
         bool closing_on_purpose;        /* the handler returned MHD_NO to close: MHD's
                                          * "internal error" log line is expected */
 

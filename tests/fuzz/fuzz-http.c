@@ -71,6 +71,7 @@ static struct {
         size_t nh;
         int admit;              /* X-Fuzz-Admit */
         bool unhealthy;
+        bool draining;          /* X-Fuzz-Draining */
         int queued;             /* responses queued */
         unsigned status;
         char *reply;            /* copy of the last response body */
@@ -393,6 +394,16 @@ void admission_forget(call *c)
         c->state = CALL_DONE;
 }
 
+bool admission_draining(const hxs_server *s)
+{
+        return fx.draining;
+}
+
+void admission_load_get(const hxs_server *s, admission_load *ret)
+{
+        *ret = (admission_load){ 0 }; /* admission is stubbed: nothing runs or waits */
+}
+
 /* ---- the harness ------------------------------------------------------------------ */
 
 static const char *header(const char *name)
@@ -436,7 +447,7 @@ static void check_caller(const call *c, const hxs_server *s, bool left)
                 CHECK(fx.queued == 1 && fx.status == 400 && fx.queued_at == 0 && fx.close_header);
                 return;
         }
-        if (!s->identity_on) {
+        if (!s->auth.identity_on) {
                 CHECK(c->caller[0] == '\0'); /* the header is ignored */
                 CHECK(fx.status != 403);
                 return;
@@ -450,7 +461,7 @@ static void check_caller(const call *c, const hxs_server *s, bool left)
         xfcc_client xc;
         bool parsed = x && count_headers("X-Forwarded-Client-Cert") == 1 &&
                       xfcc_parse(x, strlen(x), &xc, NULL) == 0;
-        bool ok = parsed && xc.id[0] && !xc.cert && !xc.chain && allowlist_match(&s->allow, xc.id);
+        bool ok = parsed && xc.id[0] && !xc.cert && !xc.chain && allowlist_match(&s->auth.allow, xc.id);
         if (parsed) {
                 memcpy(id, xc.id, sizeof(id));
                 xfcc_client_free(&xc);
@@ -536,8 +547,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&srv, 0, sizeof(srv));
         hxs_config_defaults(&srv.cfg);
         srv.cfg.max_concurrent = 2;
-        TAILQ_INIT(&srv.queue);
-        TAILQ_INIT(&srv.running);
         srv.listen.fd = srv.sigfd = -1;
 
         /* Request line. */
@@ -586,13 +595,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         else if (strcasecmp(name, "X-Fuzz-Max-Body") == 0)
                                 (void)hxs_config_set(&srv.cfg, "MAX_BODY_BYTES", value, NULL);
                         else if (strcasecmp(name, "X-Fuzz-Draining") == 0)
-                                srv.draining = true;
+                                fx.draining = true;
                         else if (strcasecmp(name, "X-Fuzz-Unhealthy") == 0)
                                 fx.unhealthy = true;
                         else if (strcasecmp(name, "X-Fuzz-Admit") == 0)
                                 fx.admit = atoi(value) & 3;
                         else if (strcasecmp(name, "X-Fuzz-Identity") == 0)
-                                srv.identity_on = true;
+                                srv.auth.identity_on = true;
                 }
                 p = nl ? nl + 1 : end;
         }
@@ -622,7 +631,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (chunk == 0 || chunk > body_len)
                 chunk = body_len ? body_len : 1;
 
-        if (srv.identity_on) {
+        if (srv.auth.identity_on) {
                 static allowlist allow;
                 static bool parsed;
                 hxs_error err = { 0 };
@@ -630,8 +639,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         CHECK(allowlist_parse(FUZZ_ALLOW, "AUTH_ALLOW", &allow, &err) == 0);
                         parsed = true;
                 }
-                srv.allow = allow;
-                srv.proxies.unix_peers = true;
+                srv.auth.allow = allow;
+                srv.auth.proxies.unix_peers = true;
                 snprintf(srv.listen.unix_path, sizeof(srv.listen.unix_path), "/fuzz.sock");
         }
 
@@ -692,7 +701,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         /* 415 exactly when an execution request that got that far is not JSON. */
         bool framing = bad_framing();
-        if (is_exec && fx.queued && !srv.draining && fx.status != 403 && !framing) {
+        if (is_exec && fx.queued && !fx.draining && fx.status != 403 && !framing) {
                 bool small = !cl || strtoull(cl, NULL, 10) <= srv.cfg.max_body_bytes;
                 if (small)
                         CHECK((fx.status == 415) == !is_json_content_type(header("Content-Type")));

@@ -382,11 +382,11 @@ def test_cli_writes_returned_files_under_out_and_never_outside(fake: FakeServer,
 
     (tmp_path / "elsewhere").mkdir()
     (out / "link").symlink_to(tmp_path / "elsewhere")
-    hostile = [dict(files_doc()[1], path=p) for p in ("../escape.txt", "/abs.txt", "link/through.txt", "a//b.txt")]
+    hostile = [dict(files_doc()[1], path=p) for p in ("../escape.txt", "/abs.txt", "link/through.txt", "link/sub/deep.txt", "a//b.txt")]
     fake.reply(Reply(body=result_doc(stdout="", files=hostile + [dict(files_doc()[1], path="fine.txt")])))
     proc = cli(["--out", str(out), "-c", "x"], fake.url)
     assert proc.returncode == 2
-    for name in ("../escape.txt", "/abs.txt", "link/through.txt", "a//b.txt"):
+    for name in ("../escape.txt", "/abs.txt", "link/through.txt", "link/sub/deep.txt", "a//b.txt"):
         assert repr(name).encode() in proc.stderr
     assert not (tmp_path / "escape.txt").exists() and list((tmp_path / "elsewhere").iterdir()) == []
     assert (out / "fine.txt").read_bytes() == b"a,b\n1,2\n"

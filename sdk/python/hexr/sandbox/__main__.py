@@ -129,9 +129,8 @@ def _write_files(out_dir: str, files: Mapping[str, bytes]) -> List[str]:
         if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
             refused.append(path)
             continue
-        parent = os.path.join(root, *parts[:-1])
-        os.makedirs(parent, exist_ok=True)
-        if os.path.realpath(parent) != parent:
+        parent = _make_dirs(root, parts[:-1])
+        if parent is None:
             refused.append(path)
             continue
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -143,6 +142,21 @@ def _write_files(out_dir: str, files: Mapping[str, bytes]) -> List[str]:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
     return refused
+
+
+def _make_dirs(root: str, parts: Sequence[str]) -> Optional[str]:
+    """Create ``root/parts...`` one directory at a time; None when one of them is a
+    symbolic link or not a directory (never create anything through a link)."""
+    current = root
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            os.mkdir(current, 0o755)
+        except FileExistsError:
+            pass
+        if os.path.islink(current) or not os.path.isdir(current):
+            return None
+    return current
 
 
 def _read_code(parser: argparse.ArgumentParser, args: argparse.Namespace, stdin: BinaryIO) -> str:

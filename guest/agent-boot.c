@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/vm_sockets.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "guest/agent.h"
 
 bool agent_verbose;
@@ -46,18 +46,6 @@ void agent_mark(const char *step)
 #define NEWROOT "/newroot"
 #define MODULES_DIR "/modules"
 
-static int fail(char *msg, size_t size, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *msg, size_t size, int err, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(msg, size, fmt, ap);
-        va_end(ap);
-        if (err && n >= 0 && (size_t)n < size)
-                snprintf(msg + n, size - (size_t)n, ": %s", strerror(err));
-        return err ? -err : -EIO;
-}
-
 static void sleep_ms(unsigned ms)
 {
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
@@ -66,26 +54,26 @@ static void sleep_ms(unsigned ms)
 }
 
 static int mount_or_fail(const char *src, const char *dst, const char *type, unsigned long flags,
-                         const char *opts, char *msg, size_t size)
+                         const char *opts, hxs_error *err)
 {
         if (mkdir(dst, 0755) < 0 && errno != EEXIST)
-                return fail(msg, size, errno, "mkdir %s", dst);
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "mkdir %s: %s", dst, strerror(errno));
         if (mount(src, dst, type, flags, opts) < 0)
-                return fail(msg, size, errno, "mounting %s on %s", type ? type : src, dst);
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "mounting %s on %s: %s", type ? type : src, dst, strerror(errno));
         return 0;
 }
 
 /* hexr.port=NAME, hexr.vsock=PORT. Names are checked: they end up in paths. */
-static int parse_cmdline(agent_boot *b, char *msg, size_t size)
+static int parse_cmdline(agent_boot *b, hxs_error *err)
 {
         char line[4096];
         int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return fail(msg, size, errno, "opening /proc/cmdline");
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "opening /proc/cmdline: %s", strerror(errno));
         ssize_t n = read(fd, line, sizeof(line) - 1);
         close(fd);
         if (n < 0)
-                return fail(msg, size, errno, "reading /proc/cmdline");
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "reading /proc/cmdline: %s", strerror(errno));
         line[n] = '\0';
         for (char *save = NULL, *tok = strtok_r(line, " \t\n", &save); tok;
              tok = strtok_r(NULL, " \t\n", &save)) {
@@ -94,21 +82,21 @@ static int parse_cmdline(agent_boot *b, char *msg, size_t size)
                         size_t len = strlen(v);
                         if (len == 0 || len >= sizeof(b->port_name) || strspn(v,
                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len)
-                                return fail(msg, size, 0, "hexr.port=%s is not a port name", v);
+                                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "hexr.port=%s is not a port name", v);
                         memcpy(b->port_name, v, len + 1);
                 } else if (strncmp(tok, "hexr.vsock=", 11) == 0) {
                         char *end;
                         errno = 0;
                         unsigned long p = strtoul(tok + 11, &end, 10);
                         if (errno || *end || end == tok + 11 || p == 0 || p >= 0xffffffffUL)
-                                return fail(msg, size, 0, "hexr.vsock=%s is not a port number", tok + 11);
+                                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "hexr.vsock=%s is not a port number", tok + 11);
                         b->vsock_port = (unsigned)p;
                 } else if (strcmp(tok, "hexr.verbose") == 0) {
                         agent_verbose = true;
                 }
         }
         if (!b->port_name[0] && !b->vsock_port)
-                return fail(msg, size, 0, "the kernel command line names no channel (hexr.port= or hexr.vsock=)");
+                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "the kernel command line names no channel (hexr.port= or hexr.vsock=)");
         return 0;
 }
 
@@ -120,24 +108,24 @@ static int name_filter(const struct dirent *de)
 
 /* Loads every module of one group, in file-name order; a missing group is fine
  * (the kernel has those drivers built in). The files are removed once loaded. */
-static int load_modules(const char *group, char *msg, size_t size)
+static int load_modules(const char *group, hxs_error *err)
 {
         char dir[128];
         snprintf(dir, sizeof(dir), MODULES_DIR "/%s", group);
         struct dirent **names;
         int n = scandir(dir, &names, name_filter, alphasort);
         if (n < 0)
-                return errno == ENOENT ? 0 : fail(msg, size, errno, "listing %s", dir);
+                return errno == ENOENT ? 0 : hxs_fail(err, HXS_ERR_SETUP, -errno, "listing %s: %s", dir, strerror(errno));
         int r = 0;
         for (int i = 0; i < n; i++) {
                 char path[400];
                 snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
                 int fd = r == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
                 if (r == 0 && fd < 0)
-                        r = fail(msg, size, errno, "opening %s", path);
+                        r = hxs_fail(err, HXS_ERR_SETUP, -errno, "opening %s: %s", path, strerror(errno));
                 if (fd >= 0) {
                         if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
-                                r = fail(msg, size, errno, "loading %s", path);
+                                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "loading %s: %s", path, strerror(errno));
                         close(fd);
                         (void)unlink(path);
                 }
@@ -158,52 +146,50 @@ static int wait_for(const char *path, unsigned timeout_ms)
         }
 }
 
-static int switch_root(char *msg, size_t size)
+static int switch_root(hxs_error *err)
 {
         int r;
         if (wait_for("/dev/vda", 10000) < 0)
-                return fail(msg, size, 0, "no root disk (/dev/vda) appeared");
+                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "no root disk (/dev/vda) appeared");
         if ((r = mount_or_fail("/dev/vda", NEWROOT, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV,
-                               "", msg, size)) < 0)
+                               "", err)) < 0)
                 return r;
         static const char *const moves[] = { "/dev", "/proc", "/sys" };
         for (size_t i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
                 char dst[64];
                 snprintf(dst, sizeof(dst), NEWROOT "%s", moves[i]);
                 if (mount(moves[i], dst, NULL, MS_MOVE, NULL) < 0)
-                        return fail(msg, size, errno, "moving %s into the root image", moves[i]);
+                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "moving %s into the root image: %s", moves[i], strerror(errno));
         }
         if (chdir(NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
             chdir("/") < 0)
-                return fail(msg, size, errno, "switching to the root image");
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "switching to the root image: %s", strerror(errno));
         if ((r = mount_or_fail("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                               "size=1m,mode=0755", msg, size)) < 0)
+                               "size=1m,mode=0755", err)) < 0)
                 return r;
         if ((r = mount_or_fail("cgroup2", "/sys/fs/cgroup", "cgroup2",
-                               MS_NOSUID | MS_NODEV | MS_NOEXEC, "", msg, size)) < 0)
+                               MS_NOSUID | MS_NODEV | MS_NOEXEC, "", err)) < 0)
                 return r;
         return 0;
 }
 
-int boot_machine(agent_boot *ret, char *msg, size_t size)
+int boot_machine(agent_boot *ret, hxs_error *err)
 {
         int r;
         *ret = (agent_boot){ 0 };
         if ((r = mount_or_fail("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755",
-                               msg, size)) < 0 ||
-            (r = mount_or_fail("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "", msg,
-                               size)) < 0 ||
-            (r = mount_or_fail("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "", msg,
-                               size)) < 0)
+                               err)) < 0 ||
+            (r = mount_or_fail("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "", err)) < 0 ||
+            (r = mount_or_fail("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "", err)) < 0)
                 return r;
-        if ((r = parse_cmdline(ret, msg, size)) < 0)
+        if ((r = parse_cmdline(ret, err)) < 0)
                 return r;
         agent_mark("agent started");
-        if ((r = load_modules("base", msg, size)) < 0 ||
-            (r = load_modules(ret->vsock_port ? "vsock" : "serial", msg, size)) < 0)
+        if ((r = load_modules("base", err)) < 0 ||
+            (r = load_modules(ret->vsock_port ? "vsock" : "serial", err)) < 0)
                 return r;
         agent_mark("modules loaded");
-        r = switch_root(msg, size);
+        r = switch_root(err);
         agent_mark("root mounted");
         return r;
 }
@@ -240,18 +226,18 @@ static int find_port(const char *name, char *dev, size_t dev_size)
         return r;
 }
 
-int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, char *msg, size_t size)
+int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, hxs_error *err)
 {
         if (b->vsock_port) {
                 int s = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
                 if (s < 0)
-                        return fail(msg, size, errno, "creating the vsock socket");
+                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the vsock socket: %s", strerror(errno));
                 struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
                                           .svm_port = b->vsock_port };
                 if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 1) < 0) {
                         int e = errno;
                         close(s);
-                        return fail(msg, size, e, "listening on vsock port %u", b->vsock_port);
+                        return hxs_fail(err, HXS_ERR_SETUP, -e, "listening on vsock port %u: %s", b->vsock_port, strerror(e));
                 }
                 *ret_fd = s;
                 *ret_listening = true;
@@ -267,10 +253,10 @@ int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, char *ms
                 sleep_ms(5);
         }
         if (r < 0)
-                return fail(msg, size, 0, "no virtio port named %s", b->port_name);
+                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "no virtio port named %s", b->port_name);
         int fd = open(dev, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
-                return fail(msg, size, errno, "opening %s", dev);
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "opening %s: %s", dev, strerror(errno));
         *ret_fd = fd;
         *ret_listening = false;
         return 0;

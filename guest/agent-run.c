@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "core/fileio.h"
 #include "core/macro.h"
 #include "engine/runtime.h"
@@ -47,15 +48,6 @@
 /* guest uid of the sandbox's root (the sandbox user is +1000), as SANDBOX_UID_BASE */
 #define AGENT_UID_BASE 1000000u
 #define PSI_TRIGGER "full 1000000 2000000"
-
-static int fail(char *msg, size_t size, int err, const char *what)
-{
-        if (err)
-                snprintf(msg, size, "%s: %s", what, strerror(err));
-        else
-                snprintf(msg, size, "%s", what);
-        return err ? -err : -EIO;
-}
 
 uint64_t agent_now_ns(void)
 {
@@ -74,25 +66,25 @@ static int cg_write(const char *file, const char *value, bool optional)
 
 /* The program's cgroup: memory.max with no swap, pids.max. Returns an fd on it for
  * CLONE_INTO_CGROUP, so that the sandbox is inside before it runs anything. */
-static int cg_create(const hxp_run *run, char *msg, size_t size)
+static int cg_create(const hxp_run *run, hxs_error *err)
 {
         char v[32];
         int r = write_file(CG_ROOT "/cgroup.subtree_control", "+memory +pids");
         if (r < 0)
-                return fail(msg, size, -r, "enabling the memory and pids controllers");
+                return hxs_fail(err, HXS_ERR_SETUP, r, "enabling the memory and pids controllers: %s", strerror(-r));
         if (mkdir(CG_DIR, 0755) < 0)
-                return fail(msg, size, errno, "creating the sandbox's cgroup");
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's cgroup: %s", strerror(errno));
         snprintf(v, sizeof(v), "%llu", (unsigned long long)run->memory_mb << 20);
         if ((r = cg_write("memory.max", v, false)) < 0)
-                return fail(msg, size, -r, "setting memory.max");
+                return hxs_fail(err, HXS_ERR_SETUP, r, "setting memory.max: %s", strerror(-r));
         if ((r = cg_write("memory.swap.max", "0", true)) < 0)
-                return fail(msg, size, -r, "setting memory.swap.max");
+                return hxs_fail(err, HXS_ERR_SETUP, r, "setting memory.swap.max: %s", strerror(-r));
         snprintf(v, sizeof(v), "%u", run->pids_max);
         if ((r = cg_write("pids.max", v, false)) < 0)
-                return fail(msg, size, -r, "setting pids.max");
+                return hxs_fail(err, HXS_ERR_SETUP, r, "setting pids.max: %s", strerror(-r));
         int fd = open(CG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                return fail(msg, size, errno, "opening the sandbox's cgroup");
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "opening the sandbox's cgroup: %s", strerror(errno));
         return fd;
 }
 
@@ -139,7 +131,7 @@ static void close_pipe(int p[2])
         close_fd(&p[1]);
 }
 
-int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg, size_t size)
+int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error *err)
 {
         static hxs_seccomp seccomp;
         static bool have_seccomp;
@@ -152,35 +144,34 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
                             .stderr_fd = -1, .report_fd = -1, .sync_fd = -1, .cg_fd = -1,
                             .psi_fd = -1 };
         if (run->language >= HXS_LANG_MAX)
-                return fail(msg, size, 0, "unknown language");
+                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "unknown language");
         if (!have_seccomp) {
-                hxs_error err = { 0 };
-                if ((r = hxs_seccomp_build(&seccomp, &err)) < 0)
-                        return fail(msg, size, -r, "building the seccomp filter");
+                if ((r = hxs_seccomp_build(&seccomp, err)) < 0)
+                        return hxs_wrap(err, r, "building the seccomp filter");
                 have_seccomp = true;
         }
         limits = (ns_limits){ .tmpfs_mb = run->tmpfs_mb, .nofile = run->nofile };
 
-        if ((cg_fd = cg_create(run, msg, size)) < 0)
+        if ((cg_fd = cg_create(run, err)) < 0)
                 return cg_fd;
         int psi_fd = open(CG_DIR "/memory.pressure", O_RDWR | O_NONBLOCK | O_CLOEXEC);
         if (psi_fd < 0 || write(psi_fd, PSI_TRIGGER, strlen(PSI_TRIGGER) + 1) < 0) {
-                r = fail(msg, size, errno, "setting the memory pressure trigger");
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "setting the memory pressure trigger: %s", strerror(errno));
                 close_fd(&psi_fd);
                 goto fail;
         }
         if ((payload_fd = make_payload(run, code)) < 0) {
-                r = fail(msg, size, -payload_fd, "writing the payload");
+                r = hxs_fail(err, HXS_ERR_SETUP, payload_fd, "writing the payload: %s", strerror(-payload_fd));
                 goto fail;
         }
         if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(report_p, O_CLOEXEC) < 0 ||
             pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
             (run->stdin_len > 0 && pipe2(in_p, O_CLOEXEC) < 0)) {
-                r = fail(msg, size, errno, "creating pipes");
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "creating pipes: %s", strerror(errno));
                 goto fail;
         }
         if (mkdir(MOUNTPOINT, 0700) < 0 && errno != EEXIST) {
-                r = fail(msg, size, errno, "creating the sandbox's mount point");
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's mount point: %s", strerror(errno));
                 goto fail;
         }
         ns_child_args a = {
@@ -201,7 +192,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
         uint64_t started = agent_now_ns();
         long pid = syscall(SYS_clone3, &ca, sizeof(ca));
         if (pid < 0) {
-                r = fail(msg, size, errno, "cloning the sandbox");
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "cloning the sandbox: %s", strerror(errno));
                 goto fail;
         }
         if (pid == 0) {
@@ -225,20 +216,20 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, char *msg
         snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
         (void)write_file(path, "-1000");
         if ((r = write_maps(job->pid)) < 0) {
-                fail(msg, size, -r, "writing the sandbox's uid and gid maps");
+                hxs_fail(err, HXS_ERR_SETUP, r, "writing the sandbox's uid and gid maps: %s", strerror(-r));
                 goto kill;
         }
         if ((r = set_nonblock(job->stdout_fd)) < 0 || (r = set_nonblock(job->stderr_fd)) < 0 ||
             (r = set_nonblock(job->report_fd)) < 0 ||
             (job->stdin_fd >= 0 && (r = set_nonblock(job->stdin_fd)) < 0)) {
-                fail(msg, size, -r, "pipes");
+                hxs_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
                 goto kill;
         }
         /* 'm': the maps are written; 'g': it is in its cgroup (it was born there).
          * The write end stays open while the sandbox lives: a hang-up would tell it
          * the agent is gone. */
         if (write(job->sync_fd, "mg", 2) != 2) {
-                r = fail(msg, size, errno, "starting the sandbox");
+                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "starting the sandbox: %s", strerror(errno));
                 goto kill;
         }
         return 0;

@@ -229,14 +229,14 @@ static void on_run(const hxp_frame *f)
 
 static void on_start(void)
 {
-        char msg[400];
+        hxs_error err = { 0 };
         if (cv.code_got != cv.run.code_len)
                 fail_conversation("START before all of the code arrived");
         if (cv.stdin_got != cv.run.stdin_len)
                 fail_conversation("START before all of stdin arrived");
-        int r = run_start(&cv.run, cv.code, &cv.job, msg, sizeof(msg));
+        int r = run_start(&cv.run, cv.code, &cv.job, &err);
         if (r < 0)
-                fail_conversation(msg);
+                fail_conversation(err.message);
         free(cv.code);
         cv.code = NULL;
         agent_mark("program started");
@@ -672,7 +672,7 @@ static void hold_stdio(void)
 
 int main(int argc, char **argv)
 {
-        char msg[400];
+        hxs_error err = { 0 };
         agent_boot b;
         if (argc > 1 && strcmp(argv[1], "--version") == 0) {
                 printf("hexr-agent %s\n", HXS_VERSION);
@@ -684,16 +684,16 @@ int main(int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         hold_stdio();
-        int r = boot_machine(&b, msg, sizeof(msg));
+        int r = boot_machine(&b, &err);
         hold_stdio();
         if (r < 0) {
-                agent_log("boot failed: %s", msg);
+                agent_log("boot failed: %s", err.message);
                 boot_poweroff();
         }
         bool listening = false;
         int fd;
-        if (boot_channel(&b, &fd, &listening, msg, sizeof(msg)) < 0) {
-                agent_log("no channel to the host: %s", msg);
+        if (boot_channel(&b, &fd, &listening, &err) < 0) {
+                agent_log("no channel to the host: %s", err.message);
                 boot_poweroff();
         }
         agent_mark("channel open");

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hexr-sandbox/sandbox.h"
 #include "proto/proto.h"
 
 /* Bounds on what the host may send, whatever it claims in RUN. */
@@ -33,11 +34,11 @@ extern bool agent_verbose;
 void agent_mark(const char *step);
 
 /* Mounts, modules, the read-only root; the caller is then inside the real root.
- * On failure fills msg and returns -errno. */
-int boot_machine(agent_boot *ret, char *msg, size_t msg_size);
+ * On failure fills err and returns -errno. */
+int boot_machine(agent_boot *ret, hxs_error *err);
 /* The channel to the host: an open virtio port (O_NONBLOCK), or a listening vsock
  * socket (*ret_listening = true). */
-int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, char *msg, size_t msg_size);
+int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, hxs_error *err);
 /* Flushes the disks and powers the VM off (QEMU runs with -no-reboot). */
 _Noreturn void boot_poweroff(void);
 
@@ -53,8 +54,8 @@ typedef struct agent_job {
 } agent_job;
 
 /* Starts the program described by run (code, stdin size and env already checked).
- * -errno with msg filled when the sandbox could not be set up. */
-int run_start(const hxp_run *run, const uint8_t *code, agent_job *ret, char *msg, size_t msg_size);
+ * -errno with err filled when the sandbox could not be set up. */
+int run_start(const hxp_run *run, const uint8_t *code, agent_job *ret, hxs_error *err);
 /* Kills every process of the sandbox (cgroup.kill). */
 void run_kill(agent_job *job);
 /* After the sandbox's PID 1 has gone: memory figures from the cgroup. */

@@ -7,6 +7,7 @@
 #include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,6 +38,22 @@ const char *jail_step_text(int step)
 static int neg_errno(long r)
 {
         return r < 0 ? negative_errno() : 0;
+}
+
+void jail_say(int fd, const char *who, const char *what, const char *path, int err)
+{
+        char num[16], *p = num + sizeof(num);
+        unsigned e = err > 0 ? (unsigned)err : 0;
+        do
+                *--p = (char)('0' + e % 10);
+        while ((e /= 10) && p > num);
+        const char *parts[] = { "hexr-sandbox: ", who, ": ", what, path ? " " : "", path ? path : "",
+                                ": errno ", p, "\n" };
+        for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+                size_t n = parts[i] == p ? (size_t)(num + sizeof(num) - p) : strlen(parts[i]);
+                if (write(fd, parts[i], n) < 0)
+                        return;
+        }
 }
 
 _Noreturn void jail_fail(int fd, int step, int r, int status)

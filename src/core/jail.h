@@ -45,6 +45,10 @@ typedef struct jail_report {
         int err;                /* errno */
 } jail_report;
 
+/* For a child whose failure is read as text (its stderr is a pipe the service reads):
+ * "hexr-sandbox: <who>: <what>[ <path>]: errno N\n" to fd, without stdio. */
+void jail_say(int fd, const char *who, const char *what, const char *path, int err);
+
 /* Writes {step, -r} to fd (if >= 0) and ends the process with `status`. */
 _Noreturn void jail_fail(int fd, int step, int r, int status);
 

@@ -26,18 +26,17 @@
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <linux/sched.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
-#include <grp.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/jail.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
 
@@ -513,33 +512,60 @@ typedef struct fetch_child_args {
         const char *dir;
         int out;
         uid_t uid;
+        pid_t parent;           /* the service: it must still be there once the death signal is set */
         rlim_t fsize, mem;
-        const int *cg_tasks;    /* v1 tasks files to write "0" into, -1 ends */
+        const int *cg_tasks;    /* [n_cg_tasks] v1 tasks files to write "0" into */
+        size_t n_cg_tasks;
 } fetch_child_args;
 
-/* Between clone and exec, in a copy of the service: system calls only. An unprivileged
- * host user with a clean environment, in its own cgroup and session, working in its
- * own empty directory; dies with us. */
+/* A step failed: named on the output pipe, whose last line becomes the request's error
+ * message (fetch_failed); the child ends with 126 (127: the exec itself). */
+static _Noreturn void fetch_child_failed(int fd, const char *what, int r, int status)
+{
+        jail_say(fd, "the package downloader's jail", what, NULL, -r);
+        _exit(status);
+}
+
+static void fetch_step_or_fail(int fd, jail_step step, int r)
+{
+        if (r < 0)
+                fetch_child_failed(fd, jail_step_text(step), r, 126);
+}
+
+/* Between clone and exec, in a copy of the service: the steps of core/jail.h. An
+ * unprivileged host user with a clean environment, in its own cgroup and session,
+ * working in its own empty directory; dies with us. */
 static _Noreturn void fetch_child(const fetch_child_args *a)
 {
-        struct rlimit rl_f = { a->fsize, a->fsize }, rl_c = { 0, 0 }, rl_n = { 1024, 1024 }, rl_a = { a->mem, a->mem };
-        for (const int *t = a->cg_tasks; *t >= 0; t++)
-                if (write(*t, "0", 1) != 1)
-                        _exit(126);
+        const jail_rlimit limits[] = {
+                { RLIMIT_FSIZE, a->fsize }, { RLIMIT_CORE, 0 }, { RLIMIT_NOFILE, 1024 }, { RLIMIT_AS, a->mem },
+        };
+        int fd = a->out;
+        fetch_step_or_fail(fd, JAIL_CGROUP, jail_join_v1(a->cg_tasks, a->n_cg_tasks));
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0)
+                fetch_child_failed(fd, "opening /dev/null", negative_errno(), 126);
         umask(022); /* the installer's sandbox user reads what it downloads */
+        if (setsid() < 0)
+                fetch_child_failed(fd, "leaving the service's session", negative_errno(), 126);
+        const int fds[] = { devnull, a->out, a->out };
+        fetch_step_or_fail(fd, JAIL_FDS, jail_arrange_fds(fds, ARRAY_SIZE(fds), ARRAY_SIZE(fds)));
+        fd = 2;
+        fetch_step_or_fail(fd, JAIL_CLOSE, jail_close_from(ARRAY_SIZE(fds), false));
+        if (chdir(a->dir) < 0)
+                fetch_child_failed(fd, "entering its download directory", negative_errno(), 126);
+        /* best effort: a service without CAP_SETPCAP keeps the bounding set, and the
+         * uid change and no_new_privs hold all the same */
+        fetch_step_or_fail(fd, JAIL_BOUNDING, jail_drop_bounding(0, true));
+        fetch_step_or_fail(fd, JAIL_SETID, jail_become(a->uid, a->uid, false));
+        fetch_step_or_fail(fd, JAIL_CAPS, jail_set_caps(0));
         /* the death signal after the uid change, which clears it */
-        if (setsid() < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(a->out, 1) < 0 || dup2(a->out, 2) < 0 ||
-            syscall(SYS_close_range, 3, ~0U, 0) < 0 || chdir(a->dir) < 0 || setgroups(0, NULL) < 0 ||
-            setresgid(a->uid, a->uid, a->uid) < 0 || setresuid(a->uid, a->uid, a->uid) < 0 ||
-            prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1 ||
-            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || setrlimit(RLIMIT_FSIZE, &rl_f) < 0 ||
-            setrlimit(RLIMIT_CORE, &rl_c) < 0 || setrlimit(RLIMIT_NOFILE, &rl_n) < 0 ||
-            setrlimit(RLIMIT_AS, &rl_a) < 0)
-                _exit(126);
+        fetch_step_or_fail(fd, JAIL_PDEATHSIG, jail_pdeathsig(a->parent, -1));
+        fetch_step_or_fail(fd, JAIL_NNP, jail_no_new_privs());
+        fetch_step_or_fail(fd, JAIL_RLIMITS, jail_rlimits(limits, ARRAY_SIZE(limits)));
         signal(SIGPIPE, SIG_DFL);
         execve(a->argv[0], a->argv, a->envp);
-        _exit(127);
+        fetch_child_failed(fd, jail_step_text(JAIL_EXEC), negative_errno(), 127);
 }
 
 /* The downloader's own cgroup (memory as its RLIMIT_AS, a few processes), joined at
@@ -557,17 +583,14 @@ static int spawn_fetch(hxs_exec *x, const fetch_child_args *args_in, pid_t *ret_
         r = cg_join_open(&x->fetch_cg, &join, err);
         if (r < 0)
                 return hxs_wrap(err, r, "packages: the downloader's cgroup");
-        int tasks[CG_HIER_MAX + 1];
-        size_t nt = 0;
         unsigned joined = 0;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
-                if (join.v1_tasks[h] >= 0) {
-                        tasks[nt++] = join.v1_tasks[h];
+                if (join.v1_tasks[h] >= 0)
                         joined |= 1u << h;
-                }
-        tasks[nt] = -1;
         fetch_child_args args = *args_in;
-        args.cg_tasks = tasks;
+        args.cg_tasks = join.v1_tasks;
+        args.n_cg_tasks = CG_HIER_MAX;
+        args.parent = getpid();
         int pidfd = -1;
         struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD };
         if (join.v2_dirfd >= 0) {

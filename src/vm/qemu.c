@@ -62,21 +62,10 @@ typedef struct child_plan {
 } child_plan;
 
 /* What the child says on its stderr (QEMU's, which the service reads when a VM dies
- * before its agent is ready) when a step fails: async-signal-safe, no stdio. */
+ * before its agent is ready) when a step fails. */
 static void jail_failed(const char *step, const char *path)
 {
-        char num[16], *p = num + sizeof(num);
-        unsigned e = (unsigned)errno;
-        do
-                *--p = (char)('0' + e % 10);
-        while ((e /= 10) && p > num);
-        const char *parts[] = { "hexr-sandbox: QEMU's jail: ", step, path ? " " : "", path ? path : "",
-                                ": errno ", p, "\n" };
-        for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
-                size_t n = i == 5 ? (size_t)(num + sizeof(num) - p) : strlen(parts[i]);
-                if (write(2, parts[i], n) < 0)
-                        return;
-        }
+        jail_say(2, "QEMU's jail", step, path, errno);
 }
 
 /* mkdir -p of the directories above rel (a path relative to the jail's root). */

@@ -925,6 +925,12 @@ def _memory_limit(path: str) -> int:
     return int(Path(f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes").read_text())
 
 
+def _status(pid: int) -> Dict[str, str]:
+    """/proc/<pid>/status as name -> value."""
+    with open(f"/proc/{pid}/status") as f:
+        return dict((k, v.strip()) for k, _, v in (line.partition(":") for line in f))
+
+
 def _downloaders(cache: Path) -> List[int]:
     """pip processes of the downloader's uid working for this cache (not another test's)."""
     found = []
@@ -949,6 +955,14 @@ def test_the_downloader_runs_in_a_cgroup_of_its_own(index: Tuple[str, Path]) -> 
             theirs, ours = _cgroups(pid)[mem], _cgroups(s.proc.pid)[mem]
             assert theirs != ours and theirs.startswith(ours.rstrip("/") + "/hexr-sandbox/"), (theirs, ours)
             assert _memory_limit(theirs) == (64 + 512) << 20  # memory_mb + 512 MiB, as its RLIMIT_AS
+            # its jail (src/core/jail.h): its own uid, no capabilities, no_new_privs; an
+            # empty bounding set where the service may drop it (CAP_SETPCAP)
+            st, svc = _status(pid), _status(s.proc.pid)
+            assert st["Uid"].split() == [str(FETCH_USER)] * 4 and st["Gid"].split() == [str(FETCH_USER)] * 4, st
+            assert int(st["CapEff"], 16) == int(st["CapPrm"], 16) == int(st["CapAmb"], 16) == 0, st
+            assert st["NoNewPrivs"] == "1" and st["Groups"] == "", st
+            if int(svc["CapEff"], 16) & (1 << 8):
+                assert int(st["CapBnd"], 16) == 0, st
             status, _, reply = fut.result()
         assert status == 200 and reply["stdout"] == "slow\n", reply
         cg_dir = ("/sys/fs/cgroup" if not mem else "/sys/fs/cgroup/memory") + theirs

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""The documents hold together: README.md stays a front door (at most 12 KiB), and every
+"""The documents hold together: README.md stays a front door (at most 12 KiB); every
 relative link of every Markdown file of the tree names a file that exists and, with a
 #fragment, a heading of that file (GitHub's anchor rules: lower case, punctuation
-dropped, spaces to hyphens). Each broken link is reported as file:line.
+dropped, spaces to hyphens); and every code reference written `path.c::name` (or .h,
+.py; a bare file name means that file anywhere in the tree), such as docs/security.md's
+"enforced in" and "fails when it breaks" columns, names a file that exists and a name
+that occurs in it. Each problem is reported as file:line.
 
 Run: /usr/bin/python3 tests/docs/check_docs.py [REPO_ROOT]
 """
@@ -75,9 +78,43 @@ def broken_links(root: Path) -> List[str]:
     return problems
 
 
+CODE_REF = re.compile(r"`([\w./-]+\.(?:c|h|py))::(\w+)")
+_sources: Dict[str, List[Path]] = {}
+
+
+def files_named(root: Path, ref: str) -> List[Path]:
+    """The file a reference names: the path from the root, or for a bare file name every
+    file of that name in the tree."""
+    if "/" in ref:
+        path = root / ref
+        return [path] if path.is_file() else []
+    if not _sources:
+        for path in root.rglob("*"):
+            rel = path.relative_to(root).parts
+            if path.suffix in (".c", ".h", ".py") and not any(p in SKIP_DIRS or p.startswith("build") for p in rel):
+                _sources.setdefault(path.name, []).append(path)
+    return _sources.get(ref, [])
+
+
+def stale_code_refs(root: Path) -> List[str]:
+    problems = []
+    for md in markdown_files(root):
+        for n, line in prose_lines(md):
+            for m in CODE_REF.finditer(line):
+                ref, name = m.group(1), m.group(2)
+                where = f"{md.relative_to(root)}:{n}"
+                files = files_named(root, ref)
+                word = re.compile(r"\b%s\b" % re.escape(name))
+                if not files:
+                    problems.append(f"{where}: {ref}::{name}: no such file")
+                elif not any(word.search(f.read_text(errors="replace")) for f in files):
+                    problems.append(f"{where}: {ref}::{name}: no {name} in {ref}")
+    return problems
+
+
 def main(argv: List[str]) -> int:
     root = Path(argv[1]).resolve() if len(argv) > 1 else Path(__file__).resolve().parents[2]
-    problems = broken_links(root)
+    problems = broken_links(root) + stale_code_refs(root)
     size = (root / "README.md").stat().st_size
     if size > README_MAX_BYTES:
         problems.append(f"README.md: {size} bytes, above the front door's {README_MAX_BYTES}: "

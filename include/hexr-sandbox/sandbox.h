@@ -36,11 +36,12 @@ extern "C" {
 
 /* ---- errors ---------------------------------------------------------------- */
 
-/* What kind of failure, so the service can pick an HTTP status. */
+/* What kind of failure, so the service can pick an HTTP status. A request over one of
+ * the library's size limits (code, stdin, env_vars, packages) breaks a rule like any
+ * other: HXS_ERR_INVALID, naming the field and the limit. */
 typedef enum hxs_error_kind {
         HXS_ERR_NONE = 0,
         HXS_ERR_INVALID,     /* the request or a setting breaks a rule (400 / bad config) */
-        HXS_ERR_TOO_LARGE,   /* a size limit was exceeded (413) */
         HXS_ERR_UNSUPPORTED, /* the host cannot do what was asked (500 / doctor) */
         HXS_ERR_NOT_FOUND,   /* something the request names does not exist, e.g. a package (422) */
         HXS_ERR_SETUP,       /* the sandbox could not be set up (500) */

@@ -296,6 +296,8 @@ typedef struct hxs_engine_stats {
         unsigned vm_pool_target;        /* how many the pool keeps (size within budget) */
         unsigned long vm_booted;        /* VMs the pool has booted since start-up */
         unsigned long vm_boot_failures; /* boots that did not reach a ready agent */
+        char vm_last_boot_error[300];   /* why the last of them failed, "" if none has: the
+                                         * library does not print it, its caller may */
 } hxs_engine_stats;
 
 HXS_API void hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);

@@ -362,7 +362,8 @@ HXS_API void hxs_exec_kill(hxs_exec *exec);
 
 /* Moves the result out once done (-EAGAIN before). Its buffers are the caller's.
  * If the sandbox could not be set up (this is only known once it has tried), there is
- * no result: it returns a negative errno and fills err (kind HXS_ERR_SETUP). */
+ * no result: it fills err (kind HXS_ERR_SETUP, or HXS_ERR_NOT_FOUND for a package no
+ * source has) and returns the negative errno of err->errnum, -EIO when it has none. */
 HXS_API int hxs_exec_take_result(hxs_exec *exec, hxs_result *ret, hxs_error *err);
 
 /* Milliseconds since the execution started (for logs and metrics). */

@@ -54,6 +54,8 @@ typedef struct hxs_error {
         int errnum;           /* positive errno behind it, 0 if none */
         char field[48];       /* request field or setting it is about, "" if none */
         char message[400];    /* one human-readable sentence, naming field and rule */
+        char subject[64];     /* what it is about, when one thing (a package name, a path),
+                               * for a caller that needs it apart from the message; "" if none */
 } hxs_error;
 
 HXS_API const char *hxs_error_kind_name(hxs_error_kind kind);

@@ -279,7 +279,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
                 goto fail;
         }
-        r = hxs_exec_env(req, x->pkgs_dir[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
+        r = hxs_exec_env(req, x->pkgs.path[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
         if (r < 0) {
                 hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
                 goto fail;
@@ -300,7 +300,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 .init_fd = b->init_fd,
                 .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
                 .stdout_fd = out_p[1], .stderr_fd = err_p[1], .memory_mb = req->memory_mb,
-                .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
+                .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                 .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
                 .target_dir = x->target_dir[0] ? x->target_dir : NULL,
         };
@@ -312,10 +312,10 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         unsigned joined = 0; /* hierarchies PID 1 joins by itself: no move by pid */
         /* An installed package set runs warm from a template that has imported none of
          * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
-        if (!args.target_dir && (!args.pkgs_dir || x->pkg.warm != PKG_WARM_NONE) &&
+        if (!args.target_dir && (!args.pkgs_dir || x->pkgs.warm != PKG_WARM_NONE) &&
             template_eligible(b->templates, req)) {
                 template_kind kind = template_pick(req, args.pkgs_dir != NULL);
-                if (args.pkgs_dir && x->pkg.warm == PKG_WARM_PLAIN)
+                if (args.pkgs_dir && x->pkgs.warm == PKG_WARM_PLAIN)
                         kind = TEMPLATE_PYTHON;
                 r = template_spawn(b->templates, kind, &args, &pid, &pidfd, &nx->warm_slot, &nx->owner_uid);
         }

@@ -9,7 +9,6 @@
 static const char *const kind_names[HXS_ERR_KIND_MAX] = {
         [HXS_ERR_NONE] = "none",
         [HXS_ERR_INVALID] = "invalid_request",
-        [HXS_ERR_TOO_LARGE] = "too_large",
         [HXS_ERR_UNSUPPORTED] = "unsupported",
         [HXS_ERR_NOT_FOUND] = "not_found",
         [HXS_ERR_SETUP] = "sandbox_setup_failed",

@@ -64,6 +64,7 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
+        e->pkgcache = (pkgcache)PKGCACHE_INIT; /* engine_free may meet it before its init */
         int r = claim_host(e, err);
         if (r < 0)
                 return r;
@@ -221,7 +222,9 @@ int hxs_exec_take_result(hxs_exec *x, hxs_result *ret, hxs_error *err)
         if (x->setup_failed) {
                 if (err)
                         *err = x->setup_error;
-                return -EIO;
+                /* the reason's own errno (a package not found, a wheelhouse not readable,
+                 * an fd limit...); a set-up step that only reports text counts as I/O */
+                return x->setup_error.errnum > 0 ? -x->setup_error.errnum : -EIO;
         }
         if (x->taken)
                 return -EALREADY;

@@ -22,7 +22,6 @@ static void test_status_and_code_of_each_kind(void **state)
         } want[] = {
                 { HXS_ERR_NONE, 500, "internal" },
                 { HXS_ERR_INVALID, 400, "invalid_request" },
-                { HXS_ERR_TOO_LARGE, 413, "too_large" },
                 { HXS_ERR_NOT_FOUND, 422, "not_found" },
                 { HXS_ERR_UNSUPPORTED, 500, NULL },
                 { HXS_ERR_SETUP, 500, NULL },

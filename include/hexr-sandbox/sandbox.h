@@ -410,12 +410,13 @@ typedef enum hxs_probe_status {
 typedef struct hxs_probe_item {
         char name[48];
         hxs_probe_status status;
-        char detail[208];
+        char detail[400];     /* as long as an hxs_error's message, which it may quote */
 } hxs_probe_item;
 
-/* Checks the host features the backends need. Fills up to max items, returns the
- * count. *ret_backend is the backend SANDBOX_BACKEND would pick, and *ret_runnable
- * whether it can run sandboxes. */
+/* Checks the host features the backends need, and PACKAGES_WHEELHOUSE when it is set
+ * (as the installer's users would find it: the engine refuses to start otherwise).
+ * Fills up to max items, returns the count. *ret_backend is the backend
+ * SANDBOX_BACKEND would pick, and *ret_runnable whether it can run sandboxes. */
 HXS_API size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                               hxs_backend_kind *ret_backend, bool *ret_runnable);
 

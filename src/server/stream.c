@@ -399,6 +399,11 @@ enum MHD_Result stream_queue(call *c)
         enum MHD_Result ret = MHD_queue_response(c->conn, 200, resp);
         MHD_destroy_response(resp);
         s->queued = true;
+        /* held until MHD completes it: a drain waits for its last events to be sent */
+        if (!c->held) {
+                c->held = true;
+                c->srv->n_held++;
+        }
         metrics_http(&c->srv->m, c->route, 200);
         return ret;
 }

@@ -145,3 +145,20 @@ def test_stream_waits_for_a_slot_then_streams(start_service):
         assert events[-1][1]["stdout"] == "first\n"
     finally:
         first.close()
+
+
+def test_stream_finishes_through_a_drain(start_service):
+    """SIGTERM while a stream runs: the execution may finish, its client gets every
+    event up to the result, then the service exits."""
+    import signal
+    svc = start_service()
+    conn, resp = stream_exec(svc.url, {"language": "bash", "code": "sleep 2; echo done"})
+    try:
+        assert resp.status == 200
+        wait_for(lambda: get_metrics(svc.url)["hexr_sandbox_active_executions"] == 1, 30, "it runs")
+        svc.signal(signal.SIGTERM)
+        events, _ = read_events(resp)
+    finally:
+        conn.close()
+    assert events[-1][0] == "result" and events[-1][1]["stdout"] == "done\n", events
+    assert svc.wait(60) == 0

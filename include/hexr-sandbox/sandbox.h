@@ -420,6 +420,24 @@ typedef struct hxs_probe_item {
 HXS_API size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                               hxs_backend_kind *ret_backend, bool *ret_runnable);
 
+/* ---- container check (serve, doctor) ----------------------------------------- */
+
+/* A container runtime gives a process less than a host does (capabilities, a read-only
+ * cgroup mount, a /proc with masked paths), and without it every execution would fail
+ * while /health says ok: `serve` refuses to start, `doctor` says what is missing. The
+ * list can run to a couple of kilobytes, more than a probe item's detail holds. */
+typedef struct hxs_container_report {
+        char why[80];         /* what shows this is a container; "" when it is none */
+        size_t missing;       /* how many things sandboxes need are missing; 0 outside one */
+        char lacks[2048];     /* those, "; "-separated, each naming the capability, mount or
+                               * setting and how to provide it (docs/deploy.md) */
+} hxs_container_report;
+
+/* Fills *ret and returns true when this process is in a container that lacks something
+ * sandboxes need. Inside a container it forks short-lived children to try the
+ * namespaces and the /proc mount a sandbox makes; outside one it checks nothing. */
+HXS_API bool hxs_container_check(const hxs_config *cfg, hxs_container_report *ret);
+
 HXS_API const char *hxs_version(void);
 
 #ifdef __cplusplus

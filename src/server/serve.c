@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "engine/hostcheck.h"
 #include "server/admission.h"
 #include "server/auth.h"
 #include "server/callers.h"
@@ -245,20 +244,6 @@ static void settle(hxs_config *cfg)
                 long cores = sysconf(_SC_NPROCESSORS_ONLN);
                 cfg->max_concurrent = cores > 2 ? (uint32_t)cores : 2;
         }
-}
-
-char *hxs_server_host_lacks(const hxs_config *cfg)
-{
-        char why[80], missing[2048], *text = NULL;
-        hxs_config settled = *cfg;
-
-        settle(&settled);
-        if (!hxs_in_container(why, sizeof(why)) || hxs_hostcheck(&settled, missing, sizeof(missing)) == 0)
-                return NULL;
-        if (asprintf(&text, "this container (%s) lacks what sandboxes need: %s. "
-                     "See docs/deploy.md for the flags.", why, missing) < 0)
-                return strdup("this container lacks what sandboxes need (out of memory to say what)");
-        return text;
 }
 
 /* A setting the service itself checks (TLS, identities) is wrong: exit status 2. */

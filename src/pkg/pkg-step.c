@@ -657,7 +657,7 @@ static int start_fetch(hxs_exec *x, hxs_error *err)
                            ev_pid = { .events = EPOLLIN, .data.u64 = TAG_FETCH_PID },
                            ev_tim = { .events = EPOLLIN, .data.u64 = TAG_FETCH_TIMER };
         if (r < 0 || x->fetch_pidfd < 0 || x->fetch_timer_fd < 0 || timerfd_arm_ms(x->fetch_timer_fd, limit) < 0 ||
-            fcntl(x->fetch_out_fd, F_SETFL, O_NONBLOCK) < 0 ||
+            fd_set_nonblock(x->fetch_out_fd) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_out_fd, &ev_out) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_pidfd, &ev_pid) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_timer_fd, &ev_tim) < 0) {

@@ -46,11 +46,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for _p in (os.path.join(ROOT, "sdk", "python"), os.path.join(ROOT, "tests", "integration"), HERE):
+for _p in (os.path.join(ROOT, "sdk", "python"), os.path.join(ROOT, "tests", "lib"), HERE):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import _cli  # noqa: E402  (the integration suite's host inspection helpers)
+from hxstest import host as _cli  # noqa: E402  (the test suites' host inspection helpers)
 from hexr.sandbox import Client, SandboxError  # noqa: E402
 from run import log, pct  # noqa: E402
 

@@ -36,11 +36,12 @@ extern "C" {
 
 /* ---- errors ---------------------------------------------------------------- */
 
-/* What kind of failure, so the service can pick an HTTP status. */
+/* What kind of failure, so the service can pick an HTTP status. A request over one of
+ * the library's size limits (code, stdin, env_vars, packages) breaks a rule like any
+ * other: HXS_ERR_INVALID, naming the field and the limit. */
 typedef enum hxs_error_kind {
         HXS_ERR_NONE = 0,
         HXS_ERR_INVALID,     /* the request or a setting breaks a rule (400 / bad config) */
-        HXS_ERR_TOO_LARGE,   /* a size limit was exceeded (413) */
         HXS_ERR_UNSUPPORTED, /* the host cannot do what was asked (500 / doctor) */
         HXS_ERR_NOT_FOUND,   /* something the request names does not exist, e.g. a package (422) */
         HXS_ERR_SETUP,       /* the sandbox could not be set up (500) */
@@ -54,6 +55,8 @@ typedef struct hxs_error {
         int errnum;           /* positive errno behind it, 0 if none */
         char field[48];       /* request field or setting it is about, "" if none */
         char message[400];    /* one human-readable sentence, naming field and rule */
+        char subject[64];     /* what it is about, when one thing (a package name, a path),
+                               * for a caller that needs it apart from the message; "" if none */
 } hxs_error;
 
 HXS_API const char *hxs_error_kind_name(hxs_error_kind kind);
@@ -293,6 +296,8 @@ typedef struct hxs_engine_stats {
         unsigned vm_pool_target;        /* how many the pool keeps (size within budget) */
         unsigned long vm_booted;        /* VMs the pool has booted since start-up */
         unsigned long vm_boot_failures; /* boots that did not reach a ready agent */
+        char vm_last_boot_error[300];   /* why the last of them failed, "" if none has: the
+                                         * library does not print it, its caller may */
 } hxs_engine_stats;
 
 HXS_API void hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
@@ -357,7 +362,8 @@ HXS_API void hxs_exec_kill(hxs_exec *exec);
 
 /* Moves the result out once done (-EAGAIN before). Its buffers are the caller's.
  * If the sandbox could not be set up (this is only known once it has tried), there is
- * no result: it returns a negative errno and fills err (kind HXS_ERR_SETUP). */
+ * no result: it fills err (kind HXS_ERR_SETUP, or HXS_ERR_NOT_FOUND for a package no
+ * source has) and returns the negative errno of err->errnum, -EIO when it has none. */
 HXS_API int hxs_exec_take_result(hxs_exec *exec, hxs_result *ret, hxs_error *err);
 
 /* Milliseconds since the execution started (for logs and metrics). */

@@ -9,7 +9,6 @@
 static const char *const kind_names[HXS_ERR_KIND_MAX] = {
         [HXS_ERR_NONE] = "none",
         [HXS_ERR_INVALID] = "invalid_request",
-        [HXS_ERR_TOO_LARGE] = "too_large",
         [HXS_ERR_UNSUPPORTED] = "unsupported",
         [HXS_ERR_NOT_FOUND] = "not_found",
         [HXS_ERR_SETUP] = "sandbox_setup_failed",
@@ -37,6 +36,7 @@ static void vfill(hxs_error *err, hxs_error_kind kind, int ret, const char *fiel
         err->errnum = ret < 0 ? -ret : 0;
         snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
         vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        err->subject[0] = '\0';
 }
 
 int hxs_fail(hxs_error *err, hxs_error_kind kind, int ret, const char *fmt, ...)
@@ -58,6 +58,19 @@ int hxs_fail_field(hxs_error *err, hxs_error_kind kind, int ret, const char *fie
                 va_start(ap, fmt);
                 vfill(err, kind, ret, field, fmt, ap);
                 va_end(ap);
+        }
+        return ret;
+}
+
+int hxs_fail_subject(hxs_error *err, hxs_error_kind kind, int ret, const char *field, const char *subject,
+                     const char *fmt, ...)
+{
+        if (err) {
+                va_list ap;
+                va_start(ap, fmt);
+                vfill(err, kind, ret, field, fmt, ap);
+                va_end(ap);
+                snprintf(err->subject, sizeof(err->subject), "%s", subject ? subject : "");
         }
         return ret;
 }

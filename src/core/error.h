@@ -14,6 +14,11 @@ int hxs_fail(hxs_error *err, hxs_error_kind kind, int ret, const char *fmt, ...)
 int hxs_fail_field(hxs_error *err, hxs_error_kind kind, int ret, const char *field,
                    const char *fmt, ...) _printf_(5, 6);
 
+/* Same, also naming the one thing it is about in err->subject (a package, a path), so
+ * that no caller has to find it in the message. */
+int hxs_fail_subject(hxs_error *err, hxs_error_kind kind, int ret, const char *field, const char *subject,
+                     const char *fmt, ...) _printf_(6, 7);
+
 /* Prefixes context to an already filled message: "creating cgroup: <old message>". */
 int hxs_wrap(hxs_error *err, int ret, const char *fmt, ...) _printf_(3, 4);
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "hexr-sandbox/sandbox.h"
+#include "core/cgroup.h"
 #include "core/macro.h"
 #include "engine/exec.h"
 

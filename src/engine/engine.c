@@ -64,6 +64,7 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         if (!e)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
+        e->pkgcache = (pkgcache)PKGCACHE_INIT; /* engine_free may meet it before its init */
         int r = claim_host(e, err);
         if (r < 0)
                 return r;
@@ -125,9 +126,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         }
         x->engine = e;
         x->req = req;
-        x->pkg.lock_fd = -1;
-        x->fetch_pidfd = x->fetch_out_fd = x->fetch_timer_fd = x->commit_timer_fd = -1;
-        capbuf_init(&x->fetch_log, 64 << 10);
+        x->pkgs = (pkg_use)PKG_USE_INIT;
         capbuf_init(&x->out, e->cfg.max_output_bytes);
         capbuf_init(&x->err, e->cfg.max_output_bytes);
         x->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -156,28 +155,10 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
         if (r < 0)
                 return r;
         clock_gettime(CLOCK_MONOTONIC, &x->started); /* an install counts against the timeout */
-        r = hxs_pkg_check(&e->pkgs, x->req, err);
-        if (r == 0 && x->req->n_packages > 0)
-                x->packages = HXS_PACKAGES_IMAGE;
-        if (r == -ENOENT && e->pkgcache.enabled && !(e->ops->features & BACKEND_INSTALLS_PACKAGES)) {
-                /* the install step and the package mount are the namespace backend's: a
-                 * microVM runs what its image has */
-                const char *q = strchr(err->message, '"'), *q2 = q ? strchr(q + 1, '"') : NULL;
-                int len = q && q2 ? (int)(q2 - q - 1) : 0;
-                char name[80];
-                snprintf(name, sizeof(name), "%.*s", len > 64 ? 64 : len, q ? q + 1 : "");
-                r = hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
-                                   "packages: \"%s\" is not in the microVM image, and the %s backend "
-                                   "installs nothing (PACKAGES_WHEELHOUSE and PACKAGES_INDEX_URL serve "
-                                   "the namespace backend)", name, e->ops->name);
-        } else if (r == -ENOENT && e->pkgcache.enabled) {
-                /* not all in the image: a cached set, or an install step first */
-                hxs_error_clear(err);
-                r = pkg_prepare(e, x, err);
-                if (r == 0 && pkg_busy(x)) {
-                        *ret = x;
-                        return 0;
-                }
+        r = pkg_step_begin(e, x, &x->pkg, err);
+        if (r == 0 && x->pkg) {
+                *ret = x;
+                return 0;
         }
         if (r == 0)
                 r = exec_backend_start(x, err);
@@ -205,8 +186,13 @@ int hxs_exec_process(hxs_exec *x)
 {
         if (x->done)
                 return 0;
-        if (pkg_busy(x))
-                return pkg_install_step(x);
+        if (x->pkg) {
+                if (!pkg_step_advance(x->pkg)) {
+                        pkg_step_free(x->pkg);
+                        x->pkg = NULL;
+                }
+                return 0;
+        }
         return x->engine->ops->process(x);
 }
 
@@ -223,8 +209,8 @@ void hxs_exec_kill(hxs_exec *x)
         if (x->done)
                 return;
         x->killed = true;
-        if (pkg_busy(x))
-                pkg_kill(x);
+        if (x->pkg)
+                pkg_step_kill(x->pkg);
         else
                 x->engine->ops->kill(x);
 }
@@ -236,7 +222,9 @@ int hxs_exec_take_result(hxs_exec *x, hxs_result *ret, hxs_error *err)
         if (x->setup_failed) {
                 if (err)
                         *err = x->setup_error;
-                return -EIO;
+                /* the reason's own errno (a package not found, a wheelhouse not readable,
+                 * an fd limit...); a set-up step that only reports text counts as I/O */
+                return x->setup_error.errnum > 0 ? -x->setup_error.errnum : -EIO;
         }
         if (x->taken)
                 return -EALREADY;
@@ -250,15 +238,14 @@ void hxs_exec_free(hxs_exec *x)
 {
         if (!x)
                 return;
-        pkg_abandon(x);
+        pkg_step_free(x->pkg);
         if (x->priv)
                 x->engine->ops->release(x);
         free(x->priv);
-        pkg_use_release(&x->pkg);
+        pkg_use_release(&x->pkgs);
         if (x->epfd >= 0)
                 close(x->epfd);
         capbuf_free(&x->out);
-        capbuf_free(&x->fetch_log);
         capbuf_free(&x->err);
         hxs_result_clear(&x->result);
         hxs_request_free(x->req);

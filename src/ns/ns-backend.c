@@ -178,10 +178,10 @@ static int clone_sandbox(void *ctx, const ns_child_args *child, ns_born *ret, hx
         int r;
         /* An installed package set runs warm from a template that has imported none of
          * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
-        if (!child->target_dir && (!child->pkgs_dir || c->x->pkg.warm != PKG_WARM_NONE) &&
+        if (!child->target_dir && (!child->pkgs_dir || c->x->pkgs.warm != PKG_WARM_NONE) &&
             template_eligible(b->templates, req)) {
                 template_kind kind = template_pick(req, child->pkgs_dir != NULL);
-                if (child->pkgs_dir && c->x->pkg.warm == PKG_WARM_PLAIN)
+                if (child->pkgs_dir && c->x->pkgs.warm == PKG_WARM_PLAIN)
                         kind = TEMPLATE_PYTHON;
                 r = template_spawn(b->templates, kind, child, &ret->pid, &ret->pidfd, &nx->warm_slot,
                                    &nx->owner_uid);
@@ -268,7 +268,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 return r;
         nx->have_cg = true;
 
-        r = hxs_exec_env(req, x->pkgs_dir[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
+        r = hxs_exec_env(req, x->pkgs.path[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
         ns_limits limits;
@@ -280,7 +280,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .interpreter = hxs_runtimes[req->language].path,
                         .code_name = hxs_runtimes[req->language].file, .init_fd = b->init_fd,
                         .memory_mb = req->memory_mb,
-                        .pkgs_dir = x->pkgs_dir[0] ? x->pkgs_dir : NULL,
+                        .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                         .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
                         .target_dir = x->target_dir[0] ? x->target_dir : NULL,
                 },

@@ -438,9 +438,9 @@ int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *e
                 hxs_pkg_normalize(r, nl, name, sizeof(name));
                 const hxs_pkg *p = find(idx, name);
                 if (!p)
-                        return hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
-                                              "packages: \"%.64s\" is not in the image, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
-                                              r);
+                        return hxs_fail_subject(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", r,
+                                                "packages: \"%.64s\" is not in the image, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
+                                                r);
                 const char *spec = r + nl;
                 if (*spec == '[')
                         spec = strchr(spec, ']') ? strchr(spec, ']') + 1 : spec + strlen(spec);
@@ -448,9 +448,9 @@ int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *e
                 snprintf(buf, sizeof(buf), "%s", spec);
                 for (char *save, *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save))
                         if (!satisfies_one(p->version, s))
-                                return hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
-                                                      "packages: \"%.64s\" is not satisfied by the image's %s %s, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
-                                                      r, p->name, p->version);
+                                return hxs_fail_subject(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", r,
+                                                        "packages: \"%.64s\" is not satisfied by the image's %s %s, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
+                                                        r, p->name, p->version);
         }
         return 0;
 }

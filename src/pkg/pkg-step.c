@@ -39,8 +39,29 @@
 #include "core/jail.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "pkg/pkg-step.h"
 
 extern const char hxs_pkg_install_py[];
+
+/* One execution's install step: the installer's sandbox, or before it the downloader,
+ * after it the commit. */
+struct pkg_step {
+        hxs_exec *x;                    /* the execution it readies */
+        hxs_exec *installer;            /* the installer's sandbox, while it runs */
+        char request_key[65];
+        char stage[512];                /* the install's directory in the cache, until committed */
+        /* from an index: the downloader (pip, on the host, unprivileged) */
+        bool fetching, fetch_reaped, fetch_timed_out;
+        pid_t fetch_pid;
+        int fetch_pidfd, fetch_out_fd, fetch_timer_fd, fetch_status;
+        capbuf fetch_log;
+        char fetch_dir[512];            /* where it downloads, then the installer's wheelhouse */
+        cg_exec fetch_cg;               /* its own cgroup (memory, pids) */
+        bool have_fetch_cg;
+        /* the install's commit, on a worker (pkgcache.h), and its timer */
+        pkg_commit *commit;
+        int commit_timer_fd;
+};
 
 #define TAG_INSTALLER 100
 #define TAG_FETCH_OUT 101
@@ -81,10 +102,24 @@ static int installer_request(const hxs_exec *x, hxs_request **ret)
         return 0;
 }
 
-static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err);
-static int start_fetch(hxs_exec *x, hxs_error *err);
+static int start_installer(pkg_step *s, const char *wheel_dir, hxs_error *err);
+static int start_fetch(pkg_step *s, hxs_error *err);
 
-int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err)
+/* The install step of x, its fds -1. */
+static pkg_step *step_new(hxs_exec *x, const char *request_key)
+{
+        pkg_step *s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        s->x = x;
+        s->fetch_pidfd = s->fetch_out_fd = s->fetch_timer_fd = s->commit_timer_fd = -1;
+        capbuf_init(&s->fetch_log, 64 << 10);
+        snprintf(s->request_key, sizeof(s->request_key), "%s", request_key);
+        return s;
+}
+
+/* A cached set for x, or its install step started (*ret). */
+static int prepare(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
 {
         pkgcache *c = &e->pkgcache;
         if (x->req->language != HXS_LANG_PYTHON)
@@ -95,31 +130,62 @@ int pkg_prepare(hxs_engine *e, hxs_exec *x, hxs_error *err)
         if (r < 0)
                 return hxs_fail_field(err, r == -ENOMEM ? HXS_ERR_INTERNAL : HXS_ERR_INVALID, r, "packages",
                                       "packages: %s", r == -ENOMEM ? "out of memory" : "not a requirement");
-        r = pkgcache_request_key(c, x->req, x->request_key, err);
+        char key[65];
+        r = pkgcache_request_key(c, x->req, key, err);
         if (r < 0)
                 return r;
-        if (pkgcache_lookup(c, x->request_key, &x->pkg) == 1) {
-                snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
+        if (pkgcache_lookup(c, key, &x->pkgs) == 1) {
                 x->packages = HXS_PACKAGES_CACHED;
                 return 0;
         }
-        r = pkgcache_stage(c, c->owner_uid, x->stage, err);
+        _cleanup_(pkg_step_freep) pkg_step *s = step_new(x, key);
+        if (!s)
+                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        r = pkgcache_stage(c, c->owner_uid, s->stage, err);
         if (r < 0)
                 return r;
         x->packages = HXS_PACKAGES_INSTALLED;
         if (c->index_url[0]) {
                 /* first the downloader, on the host; the installer once it is done */
-                r = pkgcache_stage(c, c->fetch_uid, x->fetch_dir, err);
-                if (r < 0)
-                        return r;
-                return start_fetch(x, err);
+                r = pkgcache_stage(c, c->fetch_uid, s->fetch_dir, err);
+                if (r == 0)
+                        r = start_fetch(s, err);
+        } else {
+                r = start_installer(s, c->wheelhouse, err);
         }
-        return start_installer(x, c->wheelhouse, err);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+int pkg_step_begin(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
+{
+        *ret = NULL;
+        int r = hxs_pkg_check(&e->pkgs, x->req, err);
+        if (r == 0) {
+                if (x->req->n_packages > 0)
+                        x->packages = HXS_PACKAGES_IMAGE;
+                return 0;
+        }
+        if (r != -ENOENT || !e->pkgcache.enabled)
+                return r;
+        if (!(e->ops->features & BACKEND_INSTALLS_PACKAGES))
+                /* the install step and the package mount are the namespace backend's: a
+                 * microVM runs what its image has */
+                return hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
+                                      "packages: \"%s\" is not in the microVM image, and the %s backend "
+                                      "installs nothing (PACKAGES_WHEELHOUSE and PACKAGES_INDEX_URL serve "
+                                      "the namespace backend)", err->subject, e->ops->name);
+        /* not all in the image: a cached set, or an install step first */
+        hxs_error_clear(err);
+        return prepare(e, x, ret, err);
 }
 
 /* The installer's sandbox, with wheel_dir as its read-only /wheelhouse. */
-static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err)
+static int start_installer(pkg_step *s, const char *wheel_dir, hxs_error *err)
 {
+        hxs_exec *x = s->x;
         hxs_engine *e = x->engine;
         int r;
         hxs_request *ireq;
@@ -131,7 +197,7 @@ static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err)
         if (r < 0)
                 return r;
         snprintf(ix->wheelhouse_dir, sizeof(ix->wheelhouse_dir), "%s", wheel_dir);
-        snprintf(ix->target_dir, sizeof(ix->target_dir), "%s", x->stage);
+        snprintf(ix->target_dir, sizeof(ix->target_dir), "%s", s->stage);
         ix->started = x->started;
         /* what the download left of the timeout (at least a moment: it then times out) */
         uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
@@ -148,87 +214,92 @@ static int start_installer(hxs_exec *x, const char *wheel_dir, hxs_error *err)
                 hxs_exec_free(ix);
                 return r;
         }
-        x->installer = ix;
+        s->installer = ix;
         return 0;
 }
 
-static void drop_installer(hxs_exec *x)
+static void drop_installer(pkg_step *s)
 {
-        if (!x->installer)
+        hxs_exec *x = s->x;
+        if (!s->installer)
                 return;
-        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->installer->epfd, NULL);
-        hxs_exec_free(x->installer);
-        x->installer = NULL;
+        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, s->installer->epfd, NULL);
+        hxs_exec_free(s->installer);
+        s->installer = NULL;
 }
 
-static void fetch_close(hxs_exec *x)
+static void fetch_close(pkg_step *s)
 {
-        if (x->fetch_pidfd >= 0 && !x->fetch_reaped) {
+        hxs_exec *x = s->x;
+        if (s->fetch_pidfd >= 0 && !s->fetch_reaped) {
                 siginfo_t si;
-                (void)pidfd_send_signal(x->fetch_pidfd, SIGKILL, NULL, 0);
-                (void)waitid((idtype_t)P_PIDFD, (id_t)x->fetch_pidfd, &si, WEXITED);
-                x->fetch_reaped = true;
+                (void)pidfd_send_signal(s->fetch_pidfd, SIGKILL, NULL, 0);
+                (void)waitid((idtype_t)P_PIDFD, (id_t)s->fetch_pidfd, &si, WEXITED);
+                s->fetch_reaped = true;
         }
-        int *fds[] = { &x->fetch_pidfd, &x->fetch_out_fd, &x->fetch_timer_fd };
+        int *fds[] = { &s->fetch_pidfd, &s->fetch_out_fd, &s->fetch_timer_fd };
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, *fds[i], NULL);
                         close_fd(fds[i]);
                 }
-        if (x->have_fetch_cg) {
+        if (s->have_fetch_cg) {
                 /* whatever pip started goes with it */
-                cg_exec_kill(&x->fetch_cg);
-                if (cg_exec_remove(&x->fetch_cg) < 0)
-                        cg_graveyard_add(&x->engine->graveyard, &x->fetch_cg);
-                x->have_fetch_cg = false;
+                cg_exec_kill(&s->fetch_cg);
+                if (cg_exec_remove(&s->fetch_cg) < 0)
+                        cg_graveyard_add(&x->engine->graveyard, &s->fetch_cg);
+                s->have_fetch_cg = false;
         }
-        x->fetching = false;
+        s->fetching = false;
 }
 
-static void commit_close(hxs_exec *x)
+static void commit_close(pkg_step *s)
 {
-        if (x->commit) {
-                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, pkg_commit_fd(x->commit), NULL);
-                pkg_commit_drop(&x->engine->pkgcache, x->commit); /* the worker cleans up */
-                x->commit = NULL;
+        hxs_exec *x = s->x;
+        if (s->commit) {
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, pkg_commit_fd(s->commit), NULL);
+                pkg_commit_drop(&x->engine->pkgcache, s->commit); /* the worker cleans up */
+                s->commit = NULL;
         }
-        if (x->commit_timer_fd >= 0) {
-                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->commit_timer_fd, NULL);
-                close_fd(&x->commit_timer_fd);
-        }
-}
-
-void pkg_abandon(hxs_exec *x)
-{
-        drop_installer(x);
-        fetch_close(x);
-        commit_close(x);
-        if (x->stage[0]) {
-                pkgcache_discard(&x->engine->pkgcache, x->stage);
-                x->stage[0] = '\0';
-        }
-        if (x->fetch_dir[0]) {
-                pkgcache_discard(&x->engine->pkgcache, x->fetch_dir);
-                x->fetch_dir[0] = '\0';
+        if (s->commit_timer_fd >= 0) {
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, s->commit_timer_fd, NULL);
+                close_fd(&s->commit_timer_fd);
         }
 }
 
-static void fetch_kill(hxs_exec *x)
+/* Stops what is in progress and removes the stage and the downloads. Idempotent. */
+static void abandon(pkg_step *s)
 {
-        if (x->fetch_pidfd >= 0 && !x->fetch_reaped)
-                (void)pidfd_send_signal(x->fetch_pidfd, SIGKILL, NULL, 0);
-        if (x->have_fetch_cg)
-                cg_exec_kill(&x->fetch_cg); /* and whatever it started */
+        hxs_exec *x = s->x;
+        drop_installer(s);
+        fetch_close(s);
+        commit_close(s);
+        if (s->stage[0]) {
+                pkgcache_discard(&x->engine->pkgcache, s->stage);
+                s->stage[0] = '\0';
+        }
+        if (s->fetch_dir[0]) {
+                pkgcache_discard(&x->engine->pkgcache, s->fetch_dir);
+                s->fetch_dir[0] = '\0';
+        }
 }
 
-void pkg_kill(hxs_exec *x)
+static void fetch_kill(pkg_step *s)
 {
-        if (x->installer)
-                hxs_exec_kill(x->installer);
-        else if (x->fetching)
-                fetch_kill(x);
-        else if (x->commit)
-                pkg_commit_cancel(x->commit); /* its fd reports it at once */
+        if (s->fetch_pidfd >= 0 && !s->fetch_reaped)
+                (void)pidfd_send_signal(s->fetch_pidfd, SIGKILL, NULL, 0);
+        if (s->have_fetch_cg)
+                cg_exec_kill(&s->fetch_cg); /* and whatever it started */
+}
+
+void pkg_step_kill(pkg_step *s)
+{
+        if (s->installer)
+                hxs_exec_kill(s->installer);
+        else if (s->fetching)
+                fetch_kill(s);
+        else if (s->commit)
+                pkg_commit_cancel(s->commit); /* its fd reports it at once */
 }
 
 static void end_with_error(hxs_exec *x, const hxs_error *err)
@@ -284,7 +355,6 @@ static const char *last_line(const hxs_result *res, int *len)
 static void start_program(hxs_exec *x)
 {
         hxs_error err = { 0 };
-        snprintf(x->pkgs_dir, sizeof(x->pkgs_dir), "%s", x->pkg.path);
         uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
         if (used >= limit) {
                 end_with_result(x, 0, false, true, false,
@@ -298,8 +368,9 @@ static void start_program(hxs_exec *x)
 }
 
 /* The installer is done: the commit goes to a worker, with a timer for what is left. */
-static void installed(hxs_exec *x, const hxs_result *res)
+static void installed(pkg_step *s, const hxs_result *res)
 {
+        hxs_exec *x = s->x;
         hxs_engine *e = x->engine;
         hxs_error err = { 0 };
         json_t *rep = installer_report(res);
@@ -314,17 +385,17 @@ static void installed(hxs_exec *x, const hxs_result *res)
                 goto fail;
         }
         for (size_t i = 0; i < n; i++) {
-                const char *s = json_string_value(json_array_get(wheels, i));
-                if (!s) {
+                const char *w = json_string_value(json_array_get(wheels, i));
+                if (!w) {
                         hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages", "packages: the installer's list of wheels is malformed");
                         goto fail;
                 }
-                names[i] = (char *)s;
+                names[i] = (char *)w;
         }
-        int r = pkgcache_commit_submit(&e->pkgcache, x->stage, x->fetch_dir,
-                                       x->fetch_dir[0] ? x->fetch_dir : e->pkgcache.wheelhouse, x->request_key,
-                                       names, n, &x->commit, &err);
-        x->stage[0] = x->fetch_dir[0] = '\0'; /* the commit's now */
+        int r = pkgcache_commit_submit(&e->pkgcache, s->stage, s->fetch_dir,
+                                       s->fetch_dir[0] ? s->fetch_dir : e->pkgcache.wheelhouse, s->request_key,
+                                       names, n, &s->commit, &err);
+        s->stage[0] = s->fetch_dir[0] = '\0'; /* the commit's now */
         free(names);
         names = NULL;
         json_decref(rep);
@@ -334,10 +405,10 @@ static void installed(hxs_exec *x, const hxs_result *res)
         uint64_t used = hxs_exec_elapsed_ms(x), limit = (uint64_t)x->req->timeout_s * 1000;
         struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_COMMIT },
                            ev_tim = { .events = EPOLLIN, .data.u64 = TAG_COMMIT_TIMER };
-        x->commit_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (x->commit_timer_fd < 0 || timerfd_arm_ms(x->commit_timer_fd, used < limit ? limit - used : 0) < 0 ||
-            epoll_ctl(x->epfd, EPOLL_CTL_ADD, pkg_commit_fd(x->commit), &ev) < 0 ||
-            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->commit_timer_fd, &ev_tim) < 0) {
+        s->commit_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (s->commit_timer_fd < 0 || timerfd_arm_ms(s->commit_timer_fd, used < limit ? limit - used : 0) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, pkg_commit_fd(s->commit), &ev) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->commit_timer_fd, &ev_tim) < 0) {
                 hxs_fail(&err, HXS_ERR_SETUP, -errno, "packages: watching the commit: %s", strerror(errno));
                 goto fail;
         }
@@ -345,83 +416,81 @@ static void installed(hxs_exec *x, const hxs_result *res)
 fail:
         free(names);
         json_decref(rep);
-        pkg_abandon(x);
+        abandon(s);
         end_with_error(x, &err);
 }
 
 /* The commit's fd or its timer fired (or it was cancelled by a kill). */
-static int commit_step(hxs_exec *x)
+static void commit_step(pkg_step *s)
 {
+        hxs_exec *x = s->x;
         struct epoll_event evs[2];
         bool timed_out = false;
         int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
         for (int i = 0; i < n; i++) {
                 uint64_t v;
                 if (evs[i].data.u64 == TAG_COMMIT)
-                        (void)!read(pkg_commit_fd(x->commit), &v, sizeof(v));
-                else if (evs[i].data.u64 == TAG_COMMIT_TIMER && read(x->commit_timer_fd, &v, sizeof(v)) == sizeof(v))
+                        (void)!read(pkg_commit_fd(s->commit), &v, sizeof(v));
+                else if (evs[i].data.u64 == TAG_COMMIT_TIMER && read(s->commit_timer_fd, &v, sizeof(v)) == sizeof(v))
                         timed_out = true;
         }
         if (x->killed) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_result(x, SIGKILL, true, false, false, "");
-                return 0;
+                return;
         }
-        if (timed_out && !pkg_commit_done(x->commit)) {
-                pkg_abandon(x);
+        if (timed_out && !pkg_commit_done(s->commit)) {
+                abandon(s);
                 end_with_result(x, 0, false, true, false,
                                 "hexr-sandbox: installing packages used the whole timeout\n");
-                return 0;
+                return;
         }
-        if (!pkg_commit_done(x->commit))
-                return 0;
+        if (!pkg_commit_done(s->commit))
+                return;
         hxs_error err = { 0 };
-        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, pkg_commit_fd(x->commit), NULL);
-        int r = pkg_commit_take(&x->engine->pkgcache, x->commit, &x->pkg, &err);
-        x->commit = NULL;
-        commit_close(x);
+        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, pkg_commit_fd(s->commit), NULL);
+        int r = pkg_commit_take(&x->engine->pkgcache, s->commit, &x->pkgs, &err);
+        s->commit = NULL;
+        commit_close(s);
         if (r < 0) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_error(x, &err);
-                return 0;
+                return;
         }
         start_program(x);
-        return 0;
+        return;
 }
 
-static int fetch_step(hxs_exec *x);
 
-int pkg_install_step(hxs_exec *x)
+/* The installer's sandbox changed: once it is over, its outcome decides. */
+static void installer_step(pkg_step *s)
 {
-        if (x->fetching)
-                return fetch_step(x);
-        if (x->commit)
-                return commit_step(x);
-        hxs_exec *ix = x->installer;
+        hxs_exec *x = s->x;
+        hxs_exec *ix = s->installer;
         /* x->epfd holds only the installer's epoll fd (level-triggered): its own
          * processing consumes the events */
         hxs_exec_process(ix);
         if (!hxs_exec_done(ix))
-                return 0;
+                return;
         hxs_result res = { 0 };
         hxs_error err = { 0 };
         int r = hxs_exec_take_result(ix, &res, &err);
-        drop_installer(x);
+        drop_installer(s);
         if (r < 0) {
                 hxs_wrap(&err, r, "packages: the installer's sandbox");
-                pkg_abandon(x);
+                abandon(s);
                 end_with_error(x, &err);
-                return 0;
+                return;
         }
         if (x->killed) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_result(x, SIGKILL, true, false, false, "");
         } else if (res.timed_out) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_result(x, 0, false, true, false,
                                 "hexr-sandbox: installing packages used the whole timeout\n");
         } else if (res.oom_killed) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_result(x, SIGKILL, true, false, true,
                                 "hexr-sandbox: installing packages ran out of memory (memory_mb)\n");
         } else if (res.exit_code == 3) {
@@ -432,7 +501,7 @@ int pkg_install_step(hxs_exec *x)
                 hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", "packages: %.300s",
                                msg ? msg : "the installer refused them");
                 json_decref(rep);
-                pkg_abandon(x);
+                abandon(s);
                 end_with_error(x, &err);
         } else if (res.exit_code == 4) {
                 /* the operator's to fix: 500, saying what */
@@ -442,20 +511,20 @@ int pkg_install_step(hxs_exec *x)
                                "packages: the installer (uid %u) cannot read the wheelhouse (%.200s): make PACKAGES_WHEELHOUSE readable by others (chmod o+rx on it, o+r on its wheels)",
                                (unsigned)x->engine->pkgcache.owner_uid, msg ? msg : "");
                 json_decref(rep);
-                pkg_abandon(x);
+                abandon(s);
                 end_with_error(x, &err);
         } else if (res.exit_code != 0) {
                 int len;
                 const char *l = last_line(&res, &len);
                 hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
                                "packages: the installer failed with exit code %d: %.*s", res.exit_code, len, l);
-                pkg_abandon(x);
+                abandon(s);
                 end_with_error(x, &err);
         } else {
-                installed(x, &res);
+                installed(s, &res);
         }
         hxs_result_clear(&res);
-        return 0;
+        return;
 }
 
 /* ---- from an index: the downloader ------------------------------------------------- */
@@ -464,8 +533,9 @@ int pkg_install_step(hxs_exec *x)
  * runs), no cache, no prompts, into its directory. Dependencies are resolved by pip;
  * the installer then resolves again, offline, against what was downloaded and the
  * image. Built in the parent: the child only calls the kernel. */
-static int fetch_argv(const hxs_exec *x, char ***ret)
+static int fetch_argv(const pkg_step *s, char ***ret)
 {
+        const hxs_exec *x = s->x;
         const pkgcache *c = &x->engine->pkgcache;
         size_t n = 0, max = 32 + x->req->n_packages;
         char **argv = calloc(max, sizeof(char *));
@@ -473,7 +543,7 @@ static int fetch_argv(const hxs_exec *x, char ***ret)
                 return -ENOMEM;
         const char *fixed[] = { "/usr/bin/python3", "-I", "-m", "pip", "download", "--only-binary=:all:",
                                 "--no-cache-dir", "--disable-pip-version-check", "--no-input",
-                                "--progress-bar", "off", "--dest", x->fetch_dir, "--index-url", c->index_url };
+                                "--progress-bar", "off", "--dest", s->fetch_dir, "--index-url", c->index_url };
         for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
                 argv[n++] = strdup(fixed[i]);
         if (strncmp(c->index_url, "http://", 7) == 0) {
@@ -570,17 +640,18 @@ static _Noreturn void fetch_child(const fetch_child_args *a)
 
 /* The downloader's own cgroup (memory as its RLIMIT_AS, a few processes), joined at
  * birth: CLONE_INTO_CGROUP for v2, the child's own write for v1. */
-static int spawn_fetch(hxs_exec *x, const fetch_child_args *args_in, pid_t *ret_pid, int *ret_pidfd, hxs_error *err)
+static int spawn_fetch(pkg_step *s, const fetch_child_args *args_in, pid_t *ret_pid, int *ret_pidfd, hxs_error *err)
 {
+        hxs_exec *x = s->x;
         hxs_engine *e = x->engine;
         cg_limits lim = { .memory_bytes = (uint64_t)args_in->mem, .pids_max = FETCH_PIDS_MAX,
                           .cpus_milli = e->cfg.cpus_milli };
-        int r = cg_exec_create(&e->cg, &lim, &x->fetch_cg, err);
+        int r = cg_exec_create(&e->cg, &lim, &s->fetch_cg, err);
         if (r < 0)
                 return hxs_wrap(err, r, "packages: the downloader's cgroup");
-        x->have_fetch_cg = true;
+        s->have_fetch_cg = true;
         cg_join join;
-        r = cg_join_open(&x->fetch_cg, &join, err);
+        r = cg_join_open(&s->fetch_cg, &join, err);
         if (r < 0)
                 return hxs_wrap(err, r, "packages: the downloader's cgroup");
         unsigned joined = 0;
@@ -613,20 +684,21 @@ static int spawn_fetch(hxs_exec *x, const fetch_child_args *args_in, pid_t *ret_
                 return hxs_fail(err, HXS_ERR_SETUP, -saved, "packages: clone3: %s", strerror(saved));
         *ret_pid = (pid_t)pid;
         *ret_pidfd = pidfd;
-        r = cg_exec_attach(&x->fetch_cg, (pid_t)pid, joined, err);
+        r = cg_exec_attach(&s->fetch_cg, (pid_t)pid, joined, err);
         return r < 0 ? hxs_wrap(err, r, "packages: the downloader's cgroup") : 0;
 }
 
-static int start_fetch(hxs_exec *x, hxs_error *err)
+static int start_fetch(pkg_step *s, hxs_error *err)
 {
+        hxs_exec *x = s->x;
         const hxs_engine *e = x->engine;
         const pkgcache *c = &e->pkgcache;
         char **argv = NULL;
-        int r = fetch_argv(x, &argv);
+        int r = fetch_argv(s, &argv);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         char home[600];
-        snprintf(home, sizeof(home), "HOME=%s", x->fetch_dir);
+        snprintf(home, sizeof(home), "HOME=%s", s->fetch_dir);
         char *envp[] = { "PATH=/usr/bin:/bin", home, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", NULL };
         int out[2];
         if (pipe2(out, O_CLOEXEC) < 0) {
@@ -636,39 +708,39 @@ static int start_fetch(hxs_exec *x, hxs_error *err)
         }
         /* pip resolves what looks like a file name against its working directory: its
          * own empty download directory, never the service's */
-        fetch_child_args args = { .argv = argv, .envp = envp, .dir = x->fetch_dir, .out = out[1],
+        fetch_child_args args = { .argv = argv, .envp = envp, .dir = s->fetch_dir, .out = out[1],
                                   .uid = c->fetch_uid, .fsize = (rlim_t)c->limit_bytes,
                                   .mem = (rlim_t)(x->req->memory_mb + 512) << 20 };
         pid_t pid = -1;
-        r = spawn_fetch(x, &args, &pid, &x->fetch_pidfd, err);
+        r = spawn_fetch(s, &args, &pid, &s->fetch_pidfd, err);
         close(out[1]);
         free_argv(argv);
         if (pid < 0) {
                 close(out[0]);
-                fetch_close(x);
+                fetch_close(s);
                 return r;
         }
-        x->fetch_pid = pid;
-        x->fetch_out_fd = out[0];
-        x->fetching = true;
-        x->fetch_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        s->fetch_pid = pid;
+        s->fetch_out_fd = out[0];
+        s->fetching = true;
+        s->fetch_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         uint64_t limit = (uint64_t)x->req->timeout_s * 1000;
         struct epoll_event ev_out = { .events = EPOLLIN, .data.u64 = TAG_FETCH_OUT },
                            ev_pid = { .events = EPOLLIN, .data.u64 = TAG_FETCH_PID },
                            ev_tim = { .events = EPOLLIN, .data.u64 = TAG_FETCH_TIMER };
-        if (r < 0 || x->fetch_pidfd < 0 || x->fetch_timer_fd < 0 || timerfd_arm_ms(x->fetch_timer_fd, limit) < 0 ||
-            fd_set_nonblock(x->fetch_out_fd) < 0 ||
-            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_out_fd, &ev_out) < 0 ||
-            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_pidfd, &ev_pid) < 0 ||
-            epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fetch_timer_fd, &ev_tim) < 0) {
+        if (r < 0 || s->fetch_pidfd < 0 || s->fetch_timer_fd < 0 || timerfd_arm_ms(s->fetch_timer_fd, limit) < 0 ||
+            fd_set_nonblock(s->fetch_out_fd) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_out_fd, &ev_out) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_pidfd, &ev_pid) < 0 ||
+            epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_timer_fd, &ev_tim) < 0) {
                 if (r == 0)
                         r = hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: watching the downloader: %s", strerror(errno));
-                if (x->fetch_pidfd < 0) { /* cannot happen for our own child; reap it by pid */
+                if (s->fetch_pidfd < 0) { /* cannot happen for our own child; reap it by pid */
                         kill(pid, SIGKILL);
                         (void)waitpid(pid, NULL, 0);
-                        x->fetch_reaped = true;
+                        s->fetch_reaped = true;
                 }
-                fetch_close(x);
+                fetch_close(s);
                 return r;
         }
         return 0;
@@ -676,11 +748,12 @@ static int start_fetch(hxs_exec *x, hxs_error *err)
 
 /* pip's reason, for a message: "No matching distribution found for NAME" names what
  * is missing (a requirement or a dependency); else its last line. */
-static void fetch_failed(hxs_exec *x)
+static void fetch_failed(pkg_step *s)
 {
+        hxs_exec *x = s->x;
         hxs_error err = { 0 };
         size_t len = 0;
-        char *log = capbuf_steal(&x->fetch_log, &len);
+        char *log = capbuf_steal(&s->fetch_log, &len);
         const char *text = log ? log : "";
         const char *nm = strstr(text, "No matching distribution found for ");
         if (nm) {
@@ -698,45 +771,46 @@ static void fetch_failed(hxs_exec *x)
                 int l = (int)(end - line) > 200 ? 200 : (int)(end - line);
                 hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
                                "packages: downloading from the package index failed (exit %d): %.*s",
-                               WIFEXITED(x->fetch_status) ? WEXITSTATUS(x->fetch_status) : 128 + WTERMSIG(x->fetch_status),
+                               WIFEXITED(s->fetch_status) ? WEXITSTATUS(s->fetch_status) : 128 + WTERMSIG(s->fetch_status),
                                l, line);
         }
         free(log);
-        pkg_abandon(x);
+        abandon(s);
         end_with_error(x, &err);
 }
 
-static int fetch_step(hxs_exec *x)
+static void fetch_step(pkg_step *s)
 {
+        hxs_exec *x = s->x;
         struct epoll_event evs[4];
         int n = epoll_wait(x->epfd, evs, ARRAY_SIZE(evs), 0);
         for (int i = 0; i < n; i++) {
                 switch (evs[i].data.u64) {
                 case TAG_FETCH_OUT:
-                        for (int k = 0; k < 16 && x->fetch_out_fd >= 0; k++) {
-                                ssize_t q = capbuf_read_fd(&x->fetch_log, x->fetch_out_fd);
+                        for (int k = 0; k < 16 && s->fetch_out_fd >= 0; k++) {
+                                ssize_t q = capbuf_read_fd(&s->fetch_log, s->fetch_out_fd);
                                 if (q == -EAGAIN)
                                         break;
                                 if (q <= 0) {
-                                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_out_fd, NULL);
-                                        close_fd(&x->fetch_out_fd);
+                                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, s->fetch_out_fd, NULL);
+                                        close_fd(&s->fetch_out_fd);
                                 }
                         }
                         break;
                 case TAG_FETCH_PID: {
                         siginfo_t si = { 0 };
-                        if (waitid((idtype_t)P_PIDFD, (id_t)x->fetch_pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
-                                x->fetch_reaped = true;
-                                x->fetch_status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
-                                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_pidfd, NULL);
+                        if (waitid((idtype_t)P_PIDFD, (id_t)s->fetch_pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
+                                s->fetch_reaped = true;
+                                s->fetch_status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+                                (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, s->fetch_pidfd, NULL);
                         }
                         break;
                 }
                 case TAG_FETCH_TIMER: {
                         uint64_t ticks;
-                        (void)!read(x->fetch_timer_fd, &ticks, sizeof(ticks));
-                        x->fetch_timed_out = true;
-                        fetch_kill(x);
+                        (void)!read(s->fetch_timer_fd, &ticks, sizeof(ticks));
+                        s->fetch_timed_out = true;
+                        fetch_kill(s);
                         break;
                 }
                 default:
@@ -745,36 +819,63 @@ static int fetch_step(hxs_exec *x)
         }
         /* done once pip is reaped and its output closed (it has no children that keep
          * the pipe open longer than the time limit: the timer kills its cgroup) */
-        if (!x->fetch_reaped || x->fetch_out_fd >= 0) {
-                if (x->fetch_reaped && x->fetch_timed_out && x->fetch_out_fd >= 0) {
-                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->fetch_out_fd, NULL);
-                        close_fd(&x->fetch_out_fd);
+        if (!s->fetch_reaped || s->fetch_out_fd >= 0) {
+                if (s->fetch_reaped && s->fetch_timed_out && s->fetch_out_fd >= 0) {
+                        (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, s->fetch_out_fd, NULL);
+                        close_fd(&s->fetch_out_fd);
                 } else {
-                        return 0;
+                        return;
                 }
         }
-        bool oom = x->have_fetch_cg && cg_exec_oom_kills(&x->fetch_cg) > 0;
-        fetch_close(x);
+        bool oom = s->have_fetch_cg && cg_exec_oom_kills(&s->fetch_cg) > 0;
+        fetch_close(s);
         if (x->killed) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_result(x, SIGKILL, true, false, false, "");
-        } else if (x->fetch_timed_out) {
-                pkg_abandon(x);
+        } else if (s->fetch_timed_out) {
+                abandon(s);
                 end_with_result(x, 0, false, true, false,
                                 "hexr-sandbox: downloading packages used the whole timeout\n");
         } else if (oom) {
-                pkg_abandon(x);
+                abandon(s);
                 end_with_result(x, SIGKILL, true, false, true,
                                 "hexr-sandbox: downloading packages ran out of memory (memory_mb + 512 MiB)\n");
-        } else if (!WIFEXITED(x->fetch_status) || WEXITSTATUS(x->fetch_status) != 0) {
-                fetch_failed(x);
+        } else if (!WIFEXITED(s->fetch_status) || WEXITSTATUS(s->fetch_status) != 0) {
+                fetch_failed(s);
         } else {
                 hxs_error err = { 0 };
-                int r = start_installer(x, x->fetch_dir, &err);
+                int r = start_installer(s, s->fetch_dir, &err);
                 if (r < 0) {
-                        pkg_abandon(x);
+                        abandon(s);
                         end_with_error(x, &err);
                 }
         }
-        return 0;
+        return;
+}
+
+/* ---- the step, as the engine sees it ---------------------------------------------- */
+
+static bool busy(const pkg_step *s)
+{
+        return s->installer || s->fetching || s->commit;
+}
+
+bool pkg_step_advance(pkg_step *s)
+{
+        if (s->fetching)
+                fetch_step(s);
+        else if (s->commit)
+                commit_step(s);
+        else if (s->installer)
+                installer_step(s);
+        return busy(s);
+}
+
+void pkg_step_free(pkg_step *s)
+{
+        if (!s)
+                return;
+        abandon(s);
+        capbuf_free(&s->fetch_log);
+        free(s);
 }

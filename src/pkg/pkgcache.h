@@ -94,6 +94,10 @@ typedef struct pkg_use {
 
 #define PKG_USE_INIT { .lock_fd = -1 }
 
+/* A cache that pkgcache_fini may be called on before (or without) pkgcache_init. */
+#define PKGCACHE_INIT { .dirfd = -1, .sets_fd = -1, .meta_fd = -1, .req_fd = -1, .tmp_fd = -1, \
+                        .work_fd = -1, .trash_fd = -1 }
+
 /* installs: this engine's backend runs the install step (namespaces); only then must
  * the wheelhouse be readable by the installer's users. */
 int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, bool installs, hxs_error *err);

@@ -30,7 +30,6 @@ unsigned call_status_of(const hxs_error *err)
 {
         switch (err->kind) {
         case HXS_ERR_INVALID: return 400;
-        case HXS_ERR_TOO_LARGE: return 413;
         case HXS_ERR_NOT_FOUND: return 422;
         case HXS_ERR_NONE:
         case HXS_ERR_UNSUPPORTED:

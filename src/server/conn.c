@@ -245,7 +245,8 @@ static void cut(hxs_server *srv, conn_watch *w, conn_cut why)
         cs->unlogged[why]++;
 }
 
-uint32_t conn_fresh_max(const hxs_server *srv)
+/* Slots connections without a request line may hold. */
+static uint32_t fresh_max(const hxs_server *srv)
 {
         uint32_t max = srv->cfg.max_connections, keep = max / 4 ? max / 4 : 1;
         return max > keep ? max - keep : 1;
@@ -268,7 +269,7 @@ enum MHD_Result conn_accept(void *cls, const struct sockaddr *sa, socklen_t len)
                 }
                 cut(srv, oldest, CONN_CUT_REPLACED);
         }
-        if (cs->n_fresh >= conn_fresh_max(srv))
+        if (cs->n_fresh >= fresh_max(srv))
                 cut(srv, TAILQ_FIRST(&cs->fresh), CONN_CUT_REPLACED);
         return MHD_YES;
 }

@@ -25,6 +25,5 @@ void *conn_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 void conn_request_read(struct MHD_Connection *conn);    /* read whole: no deadline */
 void conn_request_done(struct MHD_Connection *conn);    /* answered: the next one's clock starts */
 void conn_linger(struct MHD_Connection *conn);          /* unread bytes: close lingering */
-uint32_t conn_fresh_max(const struct hxs_server *srv);  /* slots connections without a request line may hold */
 void conn_stats(const struct hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
                 uint32_t *ret_lingering);

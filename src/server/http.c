@@ -202,6 +202,10 @@ static void reply_health(call *c)
                                                        "pool_target", (json_int_t)st.vm_pool_target,
                                                        "booted", (json_int_t)st.vm_booted,
                                                        "boot_failures", (json_int_t)st.vm_boot_failures));
+        if (o && st.vm_accel && st.vm_last_boot_error[0])
+                json_object_set_new(json_object_get(o, "vm"), "last_boot_error",
+                                    hxs_json_string_lossy(st.vm_last_boot_error,
+                                                          strnlen(st.vm_last_boot_error, sizeof(st.vm_last_boot_error))));
         free(c->reply);
         c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
         c->reply_len = c->reply ? strlen(c->reply) : 0;

@@ -462,7 +462,8 @@ static void vm_stats(void *state, hxs_engine_stats *st)
         st->vm_accel = b->host.kvm ? "kvm" : "tcg";
         if (b->pool)
                 vm_pool_state(b->pool, &st->vm_pool_ready, &st->vm_pool_target,
-                              &st->vm_booted, &st->vm_boot_failures);
+                              &st->vm_booted, &st->vm_boot_failures, st->vm_last_boot_error,
+                              sizeof(st->vm_last_boot_error));
 }
 
 const backend_ops qemu_backend = {

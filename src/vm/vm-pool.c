@@ -97,8 +97,7 @@ static void *pool_main(void *arg)
                 if (r == -ECANCELED || atomic_load(&p->stop))
                         break;
                 p->failed++;
-                snprintf(p->last_error, sizeof(p->last_error), "%s", why);
-                fprintf(stderr, "hexr-sandbox: warm pool: booting a microVM failed: %s\n", why);
+                snprintf(p->last_error, sizeof(p->last_error), "%s", why); /* stats show it */
                 backoff = backoff ? (backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2)
                                   : BACKOFF_MIN_MS;
                 struct timespec ts;
@@ -178,9 +177,10 @@ int vm_pool_take(vm_pool *p, uint32_t ram_mb, vm_instance *ret)
 }
 
 void vm_pool_state(vm_pool *p, unsigned *ret_ready, unsigned *ret_target,
-                   unsigned long *ret_booted, unsigned long *ret_failed)
+                   unsigned long *ret_booted, unsigned long *ret_failed, char *ret_last_error, size_t size)
 {
         pthread_mutex_lock(&p->mu);
+        snprintf(ret_last_error, size, "%s", p->last_error);
         *ret_ready = p->n_ready;
         *ret_target = p->target;
         *ret_booted = p->booted;

@@ -149,5 +149,6 @@ int vm_pool_new(const vm_host *h, uint32_t size, uint32_t budget_mb, uint32_t ra
 void vm_pool_free(vm_pool *p);
 /* Hands out a ready VM of at least ram_mb (moved into *ret). -EAGAIN if none. */
 int vm_pool_take(vm_pool *p, uint32_t ram_mb, vm_instance *ret);
+/* How it stands; ret_last_error gets why the last failed boot failed ("" if none). */
 void vm_pool_state(vm_pool *p, unsigned *ret_ready, unsigned *ret_target,
-                   unsigned long *ret_booted, unsigned long *ret_failed);
+                   unsigned long *ret_booted, unsigned long *ret_failed, char *ret_last_error, size_t size);

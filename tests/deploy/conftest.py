@@ -1,10 +1,8 @@
 """Fixtures for the deployment suite (tests/deploy).
 
-Reuses the integration suite's service helpers (tests/integration/conftest.py, loaded
-under another module name): `_launch`, `Service`, `free_port`, `post_exec`,
-`http_request`, `wait_for`, `get_metrics`.
+The service helpers come from tests/lib (hxstest, shared by every suite): `launch`,
+`Service`, `free_port`, `post_exec`, `http_request`, `wait_for`, `get_metrics`.
 
-    integ            the integration conftest module
     container_url    session: the OCI image started by deploy/container/run.sh on a free
                      loopback port (needs $HXS_OCI_IMAGE, set by ctest in the normal
                      build tree); stopped with `podman stop` at teardown, which must drain
@@ -13,10 +11,10 @@ under another module name): `_launch`, `Service`, `free_port`, `post_exec`,
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -29,15 +27,11 @@ SDK_DIR = ROOT / "sdk" / "python"
 RUN_SH = ROOT / "deploy" / "container" / "run.sh"
 
 
-def _load_integration():
-    spec = importlib.util.spec_from_file_location("hxs_integration_conftest",
-                                                  ROOT / "tests" / "integration" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_LIB = str(ROOT / "tests" / "lib")  # the shared helpers (hxstest)
+if _LIB not in sys.path:
+    sys.path.insert(0, _LIB)
 
-
-integ = _load_integration()
+import hxstest  # noqa: E402
 
 
 def oci_image() -> str:
@@ -86,11 +80,11 @@ class Container:
         if container_exists(self.name):
             podman("stop", "-t", str(timeout), self.name, timeout=timeout + 30, check=False)
         # --rm: gone once it stopped
-        integ.wait_for(lambda: not container_exists(self.name), 30, f"container {self.name} to be removed")
+        hxstest.wait_for(lambda: not container_exists(self.name), 30, f"container {self.name} to be removed")
 
 
 def start_container(extra_flags: str = "") -> Container:
-    port = integ.free_port()
+    port = hxstest.free_port()
     env = dict(os.environ, HEXR_PODMAN_FLAGS=extra_flags)
     r = subprocess.run([str(RUN_SH), str(port), oci_image()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import subprocess
 import threading
 
-from conftest import integ
+import hxstest
 
 
 def test_slots_queue_and_wait() -> None:
-    svc = integ._launch({"MAX_CONCURRENT": "1", "MAX_QUEUE": "7", "SANDBOX_WARM": "off"}, None)
+    svc = hxstest.launch({"MAX_CONCURRENT": "1", "MAX_QUEUE": "7", "SANDBOX_WARM": "off"}, None)
     try:
-        m = integ.get_metrics(svc.url)
+        m = hxstest.get_metrics(svc.url)
         assert m["hexr_sandbox_max_concurrent_executions"] == 1
         assert m["hexr_sandbox_max_queued_executions"] == 7
         assert m["hexr_sandbox_queue_oldest_wait_seconds"] == 0
@@ -26,23 +26,23 @@ def test_slots_queue_and_wait() -> None:
         results = []
 
         def run(body):
-            results.append(integ.post_exec(svc.url, body, timeout=60))
+            results.append(hxstest.post_exec(svc.url, body, timeout=60))
 
         first = threading.Thread(target=run, args=({"code": "sleep 3; echo first", "language": "bash"},))
         first.start()
-        integ.wait_for(lambda: integ.get_metrics(svc.url)["hexr_sandbox_active_executions"] == 1, 30,
+        hxstest.wait_for(lambda: hxstest.get_metrics(svc.url)["hexr_sandbox_active_executions"] == 1, 30,
                        "the first execution to hold the slot")
         second = threading.Thread(target=run, args=({"code": "echo second", "language": "bash"},))
         second.start()
-        m = integ.wait_for(lambda: (lambda x: x if x["hexr_sandbox_queued_executions"] == 1 and
+        m = hxstest.wait_for(lambda: (lambda x: x if x["hexr_sandbox_queued_executions"] == 1 and
                                     x["hexr_sandbox_queue_oldest_wait_seconds"] > 0 else None)(
-                                        integ.get_metrics(svc.url)), 30, "the second request to wait")
+                                        hxstest.get_metrics(svc.url)), 30, "the second request to wait")
         assert m["hexr_sandbox_active_executions"] == 1
         first.join(60)
         second.join(60)
         assert sorted(r[2]["stdout"] for r in results) == ["first\n", "second\n"]
 
-        m = integ.get_metrics(svc.url)
+        m = hxstest.get_metrics(svc.url)
         assert m["hexr_sandbox_queued_executions"] == 0
         assert m["hexr_sandbox_queue_oldest_wait_seconds"] == 0
         assert m["hexr_sandbox_queue_wait_seconds_count"] == 2
@@ -51,7 +51,7 @@ def test_slots_queue_and_wait() -> None:
         assert m['hexr_sandbox_queue_wait_seconds_bucket{le="+Inf"}'] == 2
         assert m["hexr_sandbox_queue_wait_seconds_sum"] > 0
 
-        _, _, text = integ.http_request(svc.url, "GET", "/metrics", timeout=30)
+        _, _, text = hxstest.http_request(svc.url, "GET", "/metrics", timeout=30)
         check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
                                timeout=60)
         assert check.returncode == 0, check.stdout + check.stderr

@@ -22,7 +22,8 @@ import importlib.util
 import os
 import tempfile
 
-from conftest import ROOT, integ
+import hxstest
+from conftest import ROOT
 
 
 def load_bench():
@@ -36,7 +37,7 @@ def test_three_instances_behind_haproxy() -> None:
     cluster = load_bench()
     with tempfile.TemporaryDirectory(prefix="hxs-cluster-") as workdir:
         os.chmod(workdir, 0o755)
-        result = cluster.run_scenario(integ.BIN, True, workdir)
+        result = cluster.run_scenario(hxstest.BIN, True, workdir)
     phases, ev = result["phases"], result["events"]
     summary = {p: (v["sent"], v["failed"], v["errors"]) for p, v in phases.items()}
 

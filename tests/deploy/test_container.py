@@ -1,8 +1,8 @@
 """The OCI image (`make image`) started by deploy/container/run.sh, on loopback only.
 
-- every seed example through the Python SDK against the container (the seed tests of
-  tests/integration/test_seed_examples.py, collected here with `service_url` pointing
-  at the container);
+- every seed example through the Python SDK against the container (the shared seed
+  tests of tests/lib/hxstest/seed_examples.py, which the integration suite runs too,
+  collected here with `service_url` pointing at the container);
 - the image: built from scratch (one layer, no base image), tini then the entrypoint,
   the settings as environment variables, the runtime manifest inside;
 - least privilege: with fewer privileges than docs/deploy.md gives, the service
@@ -23,15 +23,15 @@ import threading
 
 import pytest
 
-from conftest import SDK_DIR, ROOT, integ, oci_image, podman, start_container, wait_health
+import hxstest
+from conftest import SDK_DIR, oci_image, podman, start_container, wait_health
 
 if str(SDK_DIR) not in sys.path:
     sys.path.insert(0, str(SDK_DIR))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 # The seed examples, verbatim, against the container.
-from test_seed_examples import *  # noqa: E402,F401,F403
-from test_seed_examples import _sandbox_url  # noqa: E402,F401  (autouse: HEXR_SANDBOX_URL)
+from hxstest.seed_examples import *  # noqa: E402,F401,F403
+from hxstest.seed_examples import _sandbox_url  # noqa: E402,F401  (autouse: HEXR_SANDBOX_URL)
 
 
 @pytest.fixture(scope="session")
@@ -114,8 +114,8 @@ def test_warm_needs_three_more_capabilities_and_then_runs_warm() -> None:
     c = start_container("--env SANDBOX_WARM=on --cap-add DAC_OVERRIDE --cap-add KILL")
     try:
         h = wait_health(c.url)
-        integ.wait_for(lambda: wait_health(c.url)["warm"]["templates_ready"] >= 1, 60, "a warm template")
-        status, headers, body = integ.post_exec(c.url, {"code": "print(6*7)"})
+        hxstest.wait_for(lambda: wait_health(c.url)["warm"]["templates_ready"] >= 1, 60, "a warm template")
+        status, headers, body = hxstest.post_exec(c.url, {"code": "print(6*7)"})
         assert status == 200 and body["stdout"] == "42\n", body
         assert h["warm"]["enabled"] is True
         assert any('"start":"warm"' in line for line in c.logs().splitlines()), c.logs()
@@ -130,11 +130,11 @@ def test_podman_stop_drains_a_running_execution() -> None:
         out = {}
 
         def run() -> None:
-            out["r"] = integ.post_exec(c.url, {"code": "import time; time.sleep(2); print('done')"}, timeout=60)
+            out["r"] = hxstest.post_exec(c.url, {"code": "import time; time.sleep(2); print('done')"}, timeout=60)
 
         t = threading.Thread(target=run)
         t.start()
-        integ.wait_for(lambda: wait_health(c.url)["active"] == 1, 30, "the execution to start")
+        hxstest.wait_for(lambda: wait_health(c.url)["active"] == 1, 30, "the execution to start")
         stop = subprocess.Popen(["podman", "stop", "-t", "40", c.name], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         t.join(60)

@@ -11,9 +11,9 @@ import os
 import subprocess
 import tempfile
 
-from conftest import integ
+import hxstest
 
-BIN = integ.BIN
+BIN = hxstest.BIN
 
 
 def serve(drop: str, env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -22,7 +22,7 @@ def serve(drop: str, env: dict, timeout: float = 30) -> subprocess.CompletedProc
         full = dict(os.environ, container="test", STATE_DIR=os.path.join(d, "state"))
         full.update(env)
         cmd = ["setpriv", f"--bounding-set=-{drop}", f"--inh-caps=-{drop}", BIN, "serve",
-               "--listen", f"127.0.0.1:{integ.free_port()}"]
+               "--listen", f"127.0.0.1:{hxstest.free_port()}"]
         return subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -50,14 +50,14 @@ def test_without_warm_cap_sys_admin_is_not_asked_for() -> None:
         os.chmod(d, 0o755)
         env = dict(os.environ, container="test", STATE_DIR=os.path.join(d, "state"), SANDBOX_WARM="off")
         log = os.path.join(d, "log")
-        addr = f"127.0.0.1:{integ.free_port()}"
+        addr = f"127.0.0.1:{hxstest.free_port()}"
         with open(log, "wb") as f:
             proc = subprocess.Popen(["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", BIN, "serve",
                                      "--listen", addr], env=env, stdout=f, stderr=f, stdin=subprocess.DEVNULL)
-        svc = integ.Service(proc, log, d, addr)
+        svc = hxstest.Service(proc, log, d, addr)
         try:
             svc.wait_started()
-            status, _, body = integ.post_exec(svc.url, {"code": "echo ok", "language": "bash"})
+            status, _, body = hxstest.post_exec(svc.url, {"code": "echo ok", "language": "bash"})
             assert status == 200 and body["stdout"] == "ok\n", body
         finally:
             proc.terminate()

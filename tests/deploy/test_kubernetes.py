@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 import k8s_validate as kv
-from conftest import ROOT, integ
+import hxstest
+from conftest import ROOT
 
 K8S = ROOT / "deploy" / "kubernetes"
 
@@ -60,7 +61,7 @@ def test_the_validator_catches_broken_manifests(mutate, expected: str) -> None:
 
 
 def known_settings() -> set:
-    r = subprocess.run([integ.BIN, "serve", "--help"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([hxstest.BIN, "serve", "--help"], capture_output=True, text=True, timeout=30)
     return {m.group(1) for m in re.finditer(r"^  ([A-Z][A-Z0-9_]+)  ", r.stdout, re.M)}
 
 

@@ -25,7 +25,8 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import ROOT, integ
+import hxstest
+from conftest import ROOT
 
 UNIT = ROOT / "deploy" / "systemd" / "hexr-sandbox.service"
 ENV_FILE = ROOT / "deploy" / "systemd" / "hexr-sandbox.env"
@@ -57,7 +58,7 @@ def verify(text: str) -> subprocess.CompletedProcess:
 
 def rendered_unit() -> str:
     # as installed: ExecStart names the binary (verify checks it is executable)
-    return UNIT.read_text().replace("/usr/local/bin/hexr-sandbox", integ.BIN)
+    return UNIT.read_text().replace("/usr/local/bin/hexr-sandbox", hxstest.BIN)
 
 
 def test_systemd_analyze_verify_is_silent() -> None:
@@ -101,34 +102,34 @@ def test_service_under_the_units_privileges() -> None:
         env.update(env_file())
         env["STATE_DIR"] = os.path.join(d, "run")  # RuntimeDirectory=
         env["SANDBOX_BACKEND"] = "namespaces"
-        addr = f"127.0.0.1:{integ.free_port()}"
+        addr = f"127.0.0.1:{hxstest.free_port()}"
         env["LISTEN_ADDRESS"] = addr
         log = os.path.join(d, "log")
         with open(log, "wb") as f:
             proc = subprocess.Popen(["setpriv", "--no-new-privs", f"--bounding-set={bounding}",
-                                     "--inh-caps=-all", integ.BIN, "serve"], env=env, stdout=f, stderr=f,
+                                     "--inh-caps=-all", hxstest.BIN, "serve"], env=env, stdout=f, stderr=f,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        s = integ.Service(proc, log, d, addr)
+        s = hxstest.Service(proc, log, d, addr)
         try:
             s.wait_started()
-            integ.wait_for(lambda: integ.http_request(s.url, "GET", "/health")[2].get("warm", {})
+            hxstest.wait_for(lambda: hxstest.http_request(s.url, "GET", "/health")[2].get("warm", {})
                            .get("templates_ready", 0) >= 1, 60, "a warm template")
             for body, out in (({"code": "print(6*7)"}, "42\n"),
                               ({"code": "import pandas as pd; print(pd.Series([1,2,3]).sum())"}, "6\n"),
                               ({"code": "console.log(6*7)", "language": "javascript"}, "42\n"),
                               ({"code": "echo $((6*7))", "language": "bash"}, "42\n")):
-                status, _, res = integ.post_exec(s.url, body)
+                status, _, res = hxstest.post_exec(s.url, body)
                 assert status == 200 and res["stdout"] == out and res["exit_code"] == 0, res
             assert any('"start":"warm"' in line for line in s.log), s.log_text()
 
             proc.send_signal(signal.SIGHUP)
-            integ.wait_for(lambda: any('"event":"reload"' in line for line in s.log), 30, "the reload line")
+            hxstest.wait_for(lambda: any('"event":"reload"' in line for line in s.log), 30, "the reload line")
 
             got = {}
-            t = threading.Thread(target=lambda: got.update(r=integ.post_exec(
+            t = threading.Thread(target=lambda: got.update(r=hxstest.post_exec(
                 s.url, {"code": "import time; time.sleep(1.5); print('done')"})))
             t.start()
-            integ.wait_for(lambda: integ.http_request(s.url, "GET", "/health")[2].get("active") == 1, 30,
+            hxstest.wait_for(lambda: hxstest.http_request(s.url, "GET", "/health")[2].get("active") == 1, 30,
                            "the execution to start")
             proc.send_signal(signal.SIGTERM)
             t.join(60)

@@ -4,7 +4,7 @@ of test_service.py (whose BAD_BODIES and malformed bodies are not repeated here)
 Every case asserts the documented status (docs/openapi.yaml: 400 invalid_request whose
 message names the field or the problem, 413, ...) and then that the service still runs
 a normal request promptly and that no sandbox of it was left behind (no process of the
-sandbox uids, no execution cgroup of the instance; _cli.py's host-side checks).
+sandbox uids, no execution cgroup of the instance; the host-side checks of hxstest.host).
 
 Slow clients: a background group of sockets (a slow-loris trickling header bytes, a
 truncated body, a body that never comes) is started by the first test and judged by
@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-import _cli
+from hxstest import host as _cli
 from conftest import post_exec
 from test_service import BAD_BODIES  # covered there; the generated cases below skip them
 

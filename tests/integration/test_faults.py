@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
-import _cli
+from hxstest import host as _cli
 from conftest import BIN, free_port, get_metrics, http_request, post_exec, safe_rmtree, wait_for
 
 HANG = 30.0          # hang detection for one request

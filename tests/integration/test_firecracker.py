@@ -20,7 +20,7 @@ from typing import Dict
 import pytest
 
 from conftest import BIN, post_exec
-from _cli import leftover_cgroups, processes_with, wait_until
+from hxstest.host import leftover_cgroups, processes_with, wait_until
 
 FAKE = os.environ.get("HXS_FAKE_FIRECRACKER_BIN") or str(Path(BIN).resolve().parent / "tests" / "fake-firecracker")
 

@@ -2,7 +2,7 @@
 
 Everything goes through `hexr-sandbox exec --json` (binary from $HEXR_SANDBOX_BIN,
 default build/hexr-sandbox), in every language where the attack applies (python,
-javascript, bash). Before the first test, the canary (tests/security/canary.py) checks
+javascript, bash). Before the first test, the canary (tests/lib/hxstest/canary.py) checks
 that the sandbox isolates at all; if not, the session stops before any attack code
 runs. After every test, and again after the last one, a check that the runs left
 nothing on the host: no execution cgroup of the test's CLI processes, no mount under
@@ -43,7 +43,7 @@ from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-from _cli import (CLI_PIDS, ExecResult, cgroup_dirs, engine_cgroup_owner, engine_cgroup_parents,
+from hxstest.host import (CLI_PIDS, ExecResult, cgroup_dirs, engine_cgroup_owner, engine_cgroup_parents,
                   host_mounts_under, leaked_sandbox_processes, leftover_cgroups, pids_named,
                   proc_status, processes_with, read_proc, require_isolation, run_exec,
                   sandbox_init_of, state_dir, wait_until)

@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
-from _cli import CLI_PIDS, leftover_cgroups, require_isolation, run_exec, wait_until
+from hxstest.host import CLI_PIDS, leftover_cgroups, require_isolation, run_exec, wait_until
 from conftest import Service, _launch, _stop_checked, post_exec
 
 WARM_FLAG = '"_hxs_zygote" in __import__("sys").modules'

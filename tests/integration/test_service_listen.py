@@ -167,7 +167,7 @@ def _documented_rows():
             for env, default, accepts, meaning in cells]
 
 
-@pytest.mark.parametrize("args", [["--help"], ["settings"]])
+@pytest.mark.parametrize("args", [["--help"], ["settings"], ["serve", "--help"]])
 def test_help_rows_are_the_documented_rows(args):
     """Every row, whole: variable, help, default and what it accepts, in table order."""
     r = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)

@@ -11,7 +11,7 @@ modes. Each service started here
     program too) before any attack, and stops the whole session if it fails;
   * is checked after every test: it still answers a normal request, a fresh sandbox is
     clean, (warm) Python still starts warm, and the host has no leftover process,
-    mount, execution cgroup or file (the checks of tests/integration/_cli.py, applied
+    mount, execution cgroup or file (the checks of tests/lib/hxstest/host.py, applied
     to the service's pid);
   * is stopped at the end of the module (SIGTERM, then SIGKILL) and must exit 0 and
     leave nothing behind: no cgroup of its instance, no template or sandbox process.
@@ -28,12 +28,10 @@ resolved except "localhost" inside the sandbox (from its /etc/hosts).
 from __future__ import annotations
 
 import errno
-import importlib.util
 import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -48,32 +46,15 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-_INTEGRATION = ROOT / "tests" / "integration"
-for _p in (str(HERE), str(_INTEGRATION)):
+_LIB = str(ROOT / "tests" / "lib")  # the shared helpers (hxstest)
+for _p in (str(HERE), _LIB):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import _cli  # noqa: E402  tests/integration/_cli.py: host-side leak checks
-
-
-def _load_integration_conftest() -> Any:
-    """tests/integration/conftest.py (a colleague's) as a plain module, for its HTTP
-    helpers. Loaded under its own name so pytest's conftest of that directory (if it is
-    collected in the same session) is not disturbed."""
-    name = "_hxs_integration_conftest"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _INTEGRATION / "conftest.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_it = _load_integration_conftest()
-post_exec = _it.post_exec          # (url, body, headers=None, timeout=...) -> (status, headers, body)
-http_request = _it.http_request    # (url, method, path, body=None, headers=None, timeout=...)
+from hxstest import host as _cli  # noqa: E402  host-side leak checks
+from hxstest.client import http_request, post_exec  # noqa: E402,F401  (url, body, ...) -> (status, headers, body)
+from hxstest.paths import sandbox_bin  # noqa: E402,F401
+from hxstest.service import free_port, safe_rmtree  # noqa: E402,F401
 
 LANGS = ("python", "javascript", "bash")
 MODES = ("warm", "cold")
@@ -88,23 +69,6 @@ HTTP_SLACK = 90.0        # HTTP timeout = the execution's timeout + this
 LISTEN_RE = re.compile(r"^hexr-sandbox: listening on (\S+)")
 
 WARM_FLAG_PY = '"_hxs_zygote" in __import__("sys").modules'
-
-
-def sandbox_bin() -> str:
-    return os.environ.get("HEXR_SANDBOX_BIN") or str(ROOT / "build" / "hexr-sandbox")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def safe_rmtree(path: str) -> None:
-    """rmtree that never descends into a mount (a leaked bind mount of the host's /usr
-    must not be emptied by a cleanup)."""
-    if os.path.exists(path) and not _cli.host_mounts_under(path):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def marker(prefix: str = "hxs-hostile-") -> str:

@@ -2,8 +2,9 @@
 
 The session-scoped autouse fixture runs a small program inside a sandbox (through the
 CLI) and checks that it is isolated (capabilities, no_new_privs, seccomp, only `lo`)
-before any test of this directory runs attack-like code (see canary.py). If the check
-fails the session ends with pytest.exit() and the reason.
+before any test of this directory runs attack-like code (see
+tests/lib/hxstest/canary.py). If the check fails the session ends with pytest.exit()
+and the reason.
 
 The hostile-code suite (test_hostile_*.py) goes through the service instead, in both
 modes: `svc` is a module-scoped `hexr-sandbox serve` parametrized with
@@ -26,10 +27,12 @@ from typing import Iterator, Optional
 import pytest
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+_LIB = os.path.join(os.path.dirname(_HERE), "lib")  # the shared helpers (hxstest)
+for _p in (_HERE, _LIB):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
-import canary  # noqa: E402  (needs the path above)
+from hxstest import canary  # noqa: E402  (needs the path above)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from canary import ROOT, run_exec, sandbox_bin
+from hxstest.canary import ROOT, run_exec, sandbox_bin
 
 PROBE_TIMEOUT_S = 30  # the default MAX_EXECUTION_TIME
 

@@ -28,7 +28,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,11 +37,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "tests" / "integration") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tests" / "integration"))
-import _cli  # noqa: E402  host-side views shared with the integration suite
+if str(ROOT / "tests" / "lib") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests" / "lib"))
+from hxstest import host as _cli  # noqa: E402  host-side views shared by every suite
+from hxstest.service import free_port  # noqa: E402,F401
 
-CG_ROOT = "/sys/fs/cgroup"
 MiB = 1 << 20
 
 # settings the soak service runs with (the rest are the defaults)
@@ -51,12 +50,6 @@ OUTPUT_MAX = 1 << 20
 
 
 # ---- the service ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 proc_start_time = _cli.proc_start_time
@@ -139,27 +132,10 @@ class Service:
             shutil.rmtree(self.top, ignore_errors=True)
 
 
-# ---- host-side leftovers (the checks of tests/integration/_cli.py, for one instance) ---------------
+# ---- host-side leftovers (the checks of tests/lib/hxstest/host.py, for one instance) -------------
 
 
-def engine_cgroup_parents() -> List[str]:
-    own: Dict[str, str] = {}
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, ctrls, path = line.rstrip("\n").split(":", 2)
-            path = "" if path == "/" else path
-            if ctrls == "":
-                own[""] = path
-            for c in ctrls.split(","):
-                if c:
-                    own[c] = path
-    if os.path.exists(os.path.join(CG_ROOT, "cgroup.controllers")):
-        parents = ["%s%s/hexr-sandbox" % (CG_ROOT, own.get("", ""))]
-    else:
-        parents = ["%s/%s%s/hexr-sandbox" % (CG_ROOT, c, own[c]) for c in ("memory", "pids", "cpu") if c in own]
-        if "" in own:
-            parents.append("%s/unified%s/hexr-sandbox" % (CG_ROOT, own[""]))
-    return [p for p in parents if os.path.isdir(p)]
+engine_cgroup_parents = _cli.engine_cgroup_parents
 
 
 def instance_cgroups(instance: str) -> List[str]:

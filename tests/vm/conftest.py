@@ -1,27 +1,35 @@
-"""The microVM suite reuses the integration suite's service fixtures and helpers."""
+"""The microVM suite's fixtures: services from the shared helpers (tests/lib, hxstest),
+and host sockets a jailed VMM must not reach."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import sys
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
-_INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
-if str(_INTEGRATION) not in sys.path:
-    sys.path.insert(0, str(_INTEGRATION))
+_LIB = str(Path(__file__).resolve().parents[1] / "lib")  # the shared helpers (hxstest)
+if _LIB not in sys.path:
+    sys.path.insert(0, _LIB)
 
-_spec = importlib.util.spec_from_file_location("hxs_integration_conftest", _INTEGRATION / "conftest.py")
-assert _spec and _spec.loader
-_it = importlib.util.module_from_spec(_spec)
-sys.modules["hxs_integration_conftest"] = _it
-_spec.loader.exec_module(_it)
+from hxstest.openapi import OpenAPI, load_openapi  # noqa: E402
+from hxstest.service import Service, service_factory  # noqa: E402
 
-start_service = _it.start_service  # the fixture: a service per test, stopped and checked after
-openapi = _it.openapi              # docs/openapi.yaml, to check responses against
+
+@pytest.fixture
+def start_service() -> Iterator[Callable[..., Service]]:
+    """A factory start_service(env=None, listen=None) -> Service, for tests that need
+    their own settings; every service it started is stopped at teardown and must have
+    exited 0 on SIGTERM."""
+    yield from service_factory()
+
+
+@pytest.fixture(scope="session")
+def openapi() -> OpenAPI:
+    return load_openapi()
 
 
 @pytest.fixture

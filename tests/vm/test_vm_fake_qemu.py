@@ -23,7 +23,8 @@ from typing import Dict, List
 
 import pytest
 
-from hxs_integration_conftest import http_request, post_exec, wait_for  # noqa: E402
+from hxstest.client import http_request, post_exec
+from hxstest.waits import wait_for
 
 BIN = os.environ.get("HEXR_SANDBOX_BIN", "")
 FAKE = os.environ.get("HXS_FAKE_QEMU_BIN") or str(Path(BIN).resolve().parent / "tests" / "fake-qemu")

@@ -12,7 +12,6 @@ and a listener this test opens on the host's 127.0.0.1 must be unreachable.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -20,22 +19,18 @@ import socket
 import stat
 import subprocess
 import time
-from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
-from hxs_integration_conftest import free_port, get_metrics, http_request, post_exec, wait_for  # noqa: E402
+from hxstest import seed_examples as seeds
+from hxstest.client import get_metrics, http_request, post_exec
+from hxstest.service import free_port
+from hxstest.waits import wait_for
 
 IMAGE_DIR = os.environ.get("HXS_VM_IMAGE_DIR", "")
 BIN = os.environ.get("HEXR_SANDBOX_BIN", "")
 HANG = 600  # HTTP timeout for one request: a TCG boot on a loaded 2-core machine
-
-_seeds_spec = importlib.util.spec_from_file_location(
-    "hxs_seed_examples", Path(__file__).resolve().parents[1] / "integration" / "test_seed_examples.py")
-assert _seeds_spec and _seeds_spec.loader
-seeds = importlib.util.module_from_spec(_seeds_spec)
-_seeds_spec.loader.exec_module(seeds)
 
 
 def _image_ready() -> None:

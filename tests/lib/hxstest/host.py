@@ -1,11 +1,14 @@
-"""Helpers of test_isolation.py: the CLI runner and canary (shared with the security
-suite, tests/security/canary.py) and host-side views used to check for leftovers.
+"""Host-side views of what sandboxes leave behind, and the CLI runner.
 
-Host-side leak checks only blame what this test process started: cgroups named
-"s<pid>.<start>-<seq>" after one of our CLI processes, and processes of the sandbox uid
-range that sit in such a cgroup, in no engine cgroup at all, or in the cgroup of an
-engine that is no longer running. A colleague's service running at the same time on
-this machine therefore cannot make these checks fail, and cannot hide our own leaks.
+Leftover (leak) checks only blame what this test process started: cgroups named
+"s<pid>.<start>-<seq>" after one of our CLI or service processes, and processes of the
+sandbox uid range that sit in such a cgroup, in no engine cgroup at all, or in the
+cgroup of an engine that is no longer running. A colleague's service running at the
+same time on this machine therefore cannot make these checks fail, and cannot hide our
+own leaks.
+
+The CLI runner and the canary (hxstest.canary) are re-exported here, so a test that
+runs the CLI and checks the host imports one module.
 """
 
 from __future__ import annotations
@@ -14,17 +17,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import time
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-_SECURITY = str(Path(__file__).resolve().parents[1] / "security")
-if _SECURITY not in sys.path:
-    sys.path.insert(0, _SECURITY)
-
-from canary import (CLI_PIDS, ExecResult, check_isolation, require_isolation,  # noqa: E402,F401
-                    run_exec, sandbox_bin)
+from .canary import CLI_PIDS, ExecResult, check_isolation, require_isolation, run_exec, sandbox_bin  # noqa: F401
+from .waits import wait_until
 
 __all__ = [
     "CLI_PIDS", "ExecResult", "check_isolation", "require_isolation", "run_exec", "sandbox_bin",
@@ -36,7 +32,6 @@ __all__ = [
 CG_ROOT = "/sys/fs/cgroup"
 CG_DIRNAME = "hexr-sandbox"
 ENGINE_CG_RE = re.compile(r"^s(\d+)\.(\d+)-(\d+)$")
-T = TypeVar("T")
 
 
 def state_dir() -> str:
@@ -252,16 +247,6 @@ def sandbox_init_of(pid: int) -> Optional[int]:
             return None
         cur = ppid
     return None
-
-
-def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.1) -> T:
-    """Polls predicate until it returns something true or timeout passes; returns the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 def read_proc(path: str, mode: str = "r") -> Any:

@@ -16,8 +16,9 @@ contract) or when the CLI's stderr carries a sanitizer report (ASan, LSan, UBSan
 theirs after the JSON result, at exit or in teardown, where nothing else would see
 them).
 
-Used by tests/security/conftest.py and tests/integration/test_isolation.py (which puts
-this directory on sys.path). Standard library and pytest only.
+Used by the security suite (its conftest runs the canary first), the isolation tests
+of the integration suite and anything else that runs the CLI. Standard library and
+pytest only.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ import re
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .paths import ROOT, sandbox_bin  # noqa: F401  (sandbox_bin: callers import it from here)
+
 CLI_PIDS: Set[int] = set()
 
 # how long one CLI run may take before the test gives up on it (and kills it)
@@ -41,10 +42,6 @@ DEFAULT_PROC_TIMEOUT = 90.0
 
 # what AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer print on stderr
 SANITIZER_REPORT = re.compile(r"Sanitizer|runtime error")
-
-
-def sandbox_bin() -> str:
-    return os.environ.get("HEXR_SANDBOX_BIN") or str(ROOT / "build" / "hexr-sandbox")
 
 
 class ExecResult(dict):

@@ -7,7 +7,6 @@
 
 #include "cli/cli.h"
 #include "engine/hostcheck.h"
-#include "pkg/pkgcache.h"
 #include "hexr-sandbox/sandbox.h"
 
 int hxs_cli_doctor(int argc, char **argv)
@@ -30,13 +29,6 @@ int hxs_cli_doctor(int argc, char **argv)
         static const char *const marks[] = { "ok", "MISSING", "-" };
         for (size_t i = 0; i < n; i++)
                 printf("%-8s %-22s %s\n", marks[items[i].status], items[i].name, items[i].detail);
-        if (cfg.packages_wheelhouse[0]) {
-                /* as the installer's users would find it: the engine refuses to start otherwise */
-                hxs_error werr = { 0 };
-                bool readable = pkgcache_check_wheelhouse(&cfg, &werr) == 0;
-                printf("%-8s %-22s %s\n", readable ? "ok" : "MISSING", "wheelhouse",
-                       readable ? cfg.packages_wheelhouse : werr.message);
-        }
 
         char why[80], missing[2048];
         if (hxs_in_container(why, sizeof(why))) {

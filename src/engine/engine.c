@@ -139,6 +139,8 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         return 0;
 }
 
+static void exec_freep(hxs_exec **x) { hxs_exec_free(*x); }
+
 int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_error *err)
 {
         hxs_request *copy;
@@ -150,23 +152,17 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                 hxs_request_free(copy);
                 return r;
         }
-        hxs_exec *x;
+        _cleanup_(exec_freep) hxs_exec *x = NULL;
         r = exec_new(e, copy, &x, err);
         if (r < 0)
                 return r;
         clock_gettime(CLOCK_MONOTONIC, &x->started); /* an install counts against the timeout */
         r = pkg_step_begin(e, x, &x->pkg, err);
-        if (r == 0 && x->pkg) {
-                *ret = x;
-                return 0;
-        }
-        if (r == 0)
+        if (r == 0 && !x->pkg) /* nothing to install first: the program starts now */
                 r = exec_backend_start(x, err);
-        if (r < 0) {
-                hxs_exec_free(x);
+        if (r < 0)
                 return r;
-        }
-        *ret = x;
+        *ret = TAKE_PTR(x);
         return 0;
 }
 
@@ -254,21 +250,16 @@ void hxs_exec_free(hxs_exec *x)
 
 int hxs_run(hxs_engine *e, const hxs_request *req, hxs_result *ret, hxs_error *err)
 {
-        hxs_exec *x;
+        _cleanup_(exec_freep) hxs_exec *x = NULL;
         int r = hxs_exec_start(e, req, &x, err);
         if (r < 0)
                 return r;
         while (!hxs_exec_done(x)) {
                 struct epoll_event ev;
                 int n = epoll_wait(hxs_exec_fd(x), &ev, 1, -1);
-                if (n < 0 && errno != EINTR) {
-                        r = hxs_fail(err, HXS_ERR_INTERNAL, -errno, "epoll_wait: %s", strerror(errno));
-                        hxs_exec_free(x);
-                        return r;
-                }
+                if (n < 0 && errno != EINTR)
+                        return hxs_fail(err, HXS_ERR_INTERNAL, -errno, "epoll_wait: %s", strerror(errno));
                 hxs_exec_process(x);
         }
-        r = hxs_exec_take_result(x, ret, err);
-        hxs_exec_free(x);
-        return r;
+        return hxs_exec_take_result(x, ret, err);
 }

@@ -227,7 +227,7 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
         }
         sort(ents, n, sizeof(*ents), cmp_whl);
 
-        /* the requirements are canonical (pkg_prepare): one spelling, sorted, each once */
+        /* the requirements are canonical (pkg-step.c): one spelling, sorted, each once */
         sha256_ctx h;
         sha256_init(&h);
         sha256_update(&h, "hxs-pkg-v2", 11);

@@ -204,6 +204,7 @@ void hxs_server_free(hxs_server *srv)
         listen_cleanup(&srv->listen);
         close_fd(&srv->listen.fd);
         conn_cleanup(srv);
+        stream_cleanup(srv);
         admission_free(srv); /* after MHD: its last completions still reach admission */
         tls_close(srv);
         auth_cleanup(srv);
@@ -300,7 +301,7 @@ static int open_all(hxs_server *srv, hxs_error *err)
         }
         /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
         if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
-            conn_setup(srv) < 0)
+            conn_setup(srv) < 0 || stream_setup(srv) < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = start_mhd(srv);
         if (r < 0)

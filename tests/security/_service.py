@@ -54,7 +54,7 @@ for _p in (str(HERE), _LIB):
 from hxstest import host as _cli  # noqa: E402  host-side leak checks
 from hxstest.client import http_request, post_exec  # noqa: E402,F401  (url, body, ...) -> (status, headers, body)
 from hxstest.paths import sandbox_bin  # noqa: E402,F401
-from hxstest.service import free_port, safe_rmtree  # noqa: E402,F401
+from hxstest.service import free_port, safe_rmtree, wait_listening  # noqa: E402,F401
 
 LANGS = ("python", "javascript", "bash")
 MODES = ("warm", "cold")
@@ -66,7 +66,6 @@ WARM_TIMEOUT = 90.0      # templates becoming ready (the sci one imports pandas)
 STOP_TIMEOUT = 45.0      # SIGTERM -> exit, before SIGKILL
 LEAK_TIMEOUT = 10.0      # leftovers must be gone within this after a result
 HTTP_SLACK = 90.0        # HTTP timeout = the execution's timeout + this
-LISTEN_RE = re.compile(r"^hexr-sandbox: listening on (\S+)")
 
 WARM_FLAG_PY = '"_hxs_zygote" in __import__("sys").modules'
 
@@ -382,18 +381,17 @@ class HostileService:
                 self.proc = subprocess.Popen([sandbox_bin(), "serve", "--listen", addr], env=self.env,
                                              stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                              cwd="/", start_new_session=True)
-            deadline = time.monotonic() + START_TIMEOUT
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                m = next((LISTEN_RE.match(line) for line in self.log() if LISTEN_RE.match(line)), None)
-                if m:
-                    address = m.group(1)
-                    if address.startswith("unix:"):
-                        self.url, self.unix_path = address, address[len("unix:"):]
-                    else:
-                        self.url = "http://" + address
-                        self.port = int(address.rsplit(":", 1)[1])
-                    return
-                time.sleep(0.02)
+            try:
+                address = wait_listening(self.proc, self.log_path, START_TIMEOUT)
+            except RuntimeError:
+                address = ""
+            if address:
+                if address.startswith("unix:"):
+                    self.url, self.unix_path = address, address[len("unix:"):]
+                else:
+                    self.url = "http://" + address
+                    self.port = int(address.rsplit(":", 1)[1])
+                return
             last = self.log_text()
             self._terminate(5)
             if "in use" not in last:

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests" / "lib") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests" / "lib"))
 from hxstest import host as _cli  # noqa: E402  host-side views shared by every suite
-from hxstest.service import free_port  # noqa: E402,F401
+from hxstest.service import free_port, wait_listening  # noqa: E402
 
 MiB = 1 << 20
 
@@ -72,11 +72,7 @@ class Service:
             self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % self.port], env=env,
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         self.pid = self.proc.pid
-        deadline = time.monotonic() + 30
-        while "listening on" not in self.log_text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the service did not start:\n" + self.log_text())
-            time.sleep(0.05)
+        wait_listening(self.proc, self.log_path, 30)
         self.start = proc_start_time(self.pid)
         self.instance = "s%d.%d" % (self.pid, self.start)
 

@@ -60,6 +60,32 @@ def safe_rmtree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def read_lines(path: str) -> List[str]:
+    """A log file's lines; none while it does not exist."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def wait_listening(proc: subprocess.Popen, log_path: str, timeout: float = START_TIMEOUT) -> str:
+    """The address a starting `hexr-sandbox serve` says it listens on ("hexr-sandbox:
+    listening on ADDR" in its log). RuntimeError with the log when the process exits
+    first, or when timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in read_lines(log_path):
+            m = LISTEN_RE.match(line)
+            if m:
+                return m.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"hexr-sandbox serve exited with {proc.returncode}:\n"
+                               + "\n".join(read_lines(log_path)))
+        time.sleep(0.02)
+    raise RuntimeError(f"hexr-sandbox serve did not start within {timeout}s:\n" + "\n".join(read_lines(log_path)))
+
+
 class Service:
     """A running `hexr-sandbox serve`: .url, .proc, .log (stderr lines), .stop()."""
 
@@ -74,11 +100,7 @@ class Service:
 
     @property
     def log(self) -> List[str]:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read().splitlines()
-        except OSError:
-            return []
+        return read_lines(self.log_path)
 
     def log_text(self) -> str:
         return "\n".join(self.log)
@@ -105,18 +127,8 @@ class Service:
             time.sleep(0.05)
 
     def wait_started(self, timeout: float = START_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.log:
-                m = LISTEN_RE.match(line)
-                if m:
-                    self.address = m.group(1)
-                    self.url = self.address if self.address.startswith("unix:") else "http://" + self.address
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"hexr-sandbox serve exited with {self.proc.returncode}:\n{self.log_text()}")
-            time.sleep(0.02)
-        raise RuntimeError(f"hexr-sandbox serve did not start within {timeout}s:\n{self.log_text()}")
+        self.address = wait_listening(self.proc, self.log_path, timeout)
+        self.url = self.address if self.address.startswith("unix:") else "http://" + self.address
 
     def signal(self, signo: int) -> None:
         if self.proc.poll() is None:

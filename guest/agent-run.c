@@ -8,8 +8,10 @@
  * /code, then the program as the sandbox user with no capabilities, no_new_privs,
  * the same seccomp filter and the same rlimits. So the two backends cannot drift.
  *
- * What differs is only what the host engine does around it, done here by the agent:
- * the uid maps, the cgroup (memory.max, no swap, pids.max), the kill and the figures.
+ * The supervisor's side is the engine's too (ns_spawn, src/ns/ns-spawn.c: pipes,
+ * payload, uid maps, the hand-shake). What differs is only how the child is born and
+ * what the engine does around it, done here by the agent: a clone into the guest's
+ * cgroup (memory.max, no swap, pids.max), the kill and the figures.
  *
  * One difference the VM forces: on the host, the interpreter's file pages are already
  * in the page cache, charged to someone else; in a fresh VM the sandbox is the first to
@@ -39,7 +41,7 @@
 #include "engine/runtime.h"
 #include "guest/agent.h"
 #include "ns/ns.h"
-#include "ns/payload.h"
+#include "ns/ns-spawn.h"
 #include "ns/seccomp.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -88,47 +90,41 @@ static int cg_create(const hxp_run *run, hxs_error *err)
         return fd;
 }
 
-static int write_maps(pid_t pid)
-{
-        char path[64], map[128];
-        snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", AGENT_UID_BASE, NS_SANDBOX_UID,
-                 AGENT_UID_BASE + NS_SANDBOX_UID);
-        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-        int r = write_file(path, map);
-        if (r < 0)
-                return r;
-        snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-        return write_file(path, map);
-}
-
-static int set_nonblock(int fd)
-{
-        int fl = fcntl(fd, F_GETFL);
-        return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
-}
-
-/* The request's code and environment in the payload format ns_child_main reads. */
-static int make_payload(const hxp_run *run, const uint8_t *code)
+/* The request's environment as NAME=VALUE strings (free with hxs_strv_free). */
+static int make_env(const hxp_run *run, char ***ret)
 {
         char **envp = calloc(run->n_env + 1, sizeof(char *));
         if (!envp)
                 return -ENOMEM;
-        int r = 0;
-        for (size_t i = 0; i < run->n_env && r == 0; i++)
-                if (!(envp[i] = strndup((const char *)run->env[i], run->env_len[i])))
-                        r = -ENOMEM;
-        if (r == 0)
-                r = payload_create((const char *)code, run->code_len, envp);
         for (size_t i = 0; i < run->n_env; i++)
-                free(envp[i]);
-        free(envp);
-        return r;
+                if (!(envp[i] = strndup((const char *)run->env[i], run->env_len[i]))) {
+                        hxs_strv_free(envp);
+                        return -ENOMEM;
+                }
+        *ret = envp;
+        return 0;
 }
 
-static void close_pipe(int p[2])
+/* Born in the sandbox's cgroup: nothing to move afterwards. */
+static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err)
 {
-        close_fd(&p[0]);
-        close_fd(&p[1]);
+        int cg_fd = *(const int *)ctx;
+        struct clone_args ca = {
+                .flags = NS_CLONE_FLAGS | CLONE_INTO_CGROUP | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&ret->pidfd,
+                .exit_signal = SIGCHLD,
+                .cgroup = (uint64_t)cg_fd,
+        };
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, -errno, "cloning the sandbox: %s", strerror(errno));
+        if (pid == 0) {
+                ns_program prog;
+                ns_child_main(child, &prog);
+                _exit(127); /* cold: not reached */
+        }
+        ret->pid = (pid_t)pid;
+        return 0;
 }
 
 int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error *err)
@@ -136,9 +132,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
         static hxs_seccomp seccomp;
         static bool have_seccomp;
         static ns_limits limits;
-        int r, payload_fd = -1, cg_fd = -1, pidfd = -1;
-        int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
-            err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
+        int r;
 
         *job = (agent_job){ .pid = -1, .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1,
                             .stderr_fd = -1, .report_fd = -1, .sync_fd = -1, .cg_fd = -1,
@@ -152,102 +146,53 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
         }
         limits = (ns_limits){ .tmpfs_mb = run->tmpfs_mb, .nofile = run->nofile };
 
-        if ((cg_fd = cg_create(run, err)) < 0)
+        _cleanup_close_ int cg_fd = cg_create(run, err);
+        if (cg_fd < 0)
                 return cg_fd;
-        int psi_fd = open(CG_DIR "/memory.pressure", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-        if (psi_fd < 0 || write(psi_fd, PSI_TRIGGER, strlen(PSI_TRIGGER) + 1) < 0) {
+        _cleanup_close_ int psi_fd = open(CG_DIR "/memory.pressure", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        char **envp = NULL;
+        if (psi_fd < 0 || write(psi_fd, PSI_TRIGGER, strlen(PSI_TRIGGER) + 1) < 0)
                 r = hxs_fail(err, HXS_ERR_SETUP, -errno, "setting the memory pressure trigger: %s", strerror(errno));
-                close_fd(&psi_fd);
-                goto fail;
-        }
-        if ((payload_fd = make_payload(run, code)) < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, payload_fd, "writing the payload: %s", strerror(-payload_fd));
-                goto fail;
-        }
-        if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(report_p, O_CLOEXEC) < 0 ||
-            pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-            (run->stdin_len > 0 && pipe2(in_p, O_CLOEXEC) < 0)) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "creating pipes: %s", strerror(errno));
-                goto fail;
-        }
-        if (mkdir(MOUNTPOINT, 0700) < 0 && errno != EEXIST) {
+        else if ((r = make_env(run, &envp)) < 0)
+                hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
+        else if (mkdir(MOUNTPOINT, 0700) < 0 && errno != EEXIST)
                 r = hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's mount point: %s", strerror(errno));
-                goto fail;
+        if (r < 0) {
+                (void)rmdir(CG_DIR);
+                return r;
         }
-        ns_child_args a = {
-                .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
-                .interpreter = hxs_runtimes[run->language].path,
-                .code_name = hxs_runtimes[run->language].file,
-                .payload_fd = payload_fd, .sync_fd = sync_p[0], .report_fd = report_p[1],
-                .stdin_fd = in_p[0], .stdout_fd = out_p[1], .stderr_fd = err_p[1],
-                .memory_mb = run->memory_mb,
-                .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
-        };
-        struct clone_args ca = {
-                .flags = NS_CLONE_FLAGS | CLONE_INTO_CGROUP | CLONE_PIDFD,
-                .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                .exit_signal = SIGCHLD,
-                .cgroup = (uint64_t)cg_fd,
+        ns_spawn_args sa = {
+                .child = {
+                        .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
+                        .interpreter = hxs_runtimes[run->language].path,
+                        .code_name = hxs_runtimes[run->language].file,
+                        .memory_mb = run->memory_mb,
+                        .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
+                },
+                .code = (const char *)code, .code_len = run->code_len, .envp = envp,
+                .with_stdin = run->stdin_len > 0, .uid_base = AGENT_UID_BASE,
+                .clone = clone_into_cgroup, .ctx = &cg_fd,
         };
         uint64_t started = agent_now_ns();
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "cloning the sandbox: %s", strerror(errno));
-                goto fail;
+        ns_child c;
+        r = ns_spawn(&sa, &c, err);
+        hxs_strv_free(envp);
+        *job = (agent_job){ .pid = c.pid, .pidfd = c.pidfd, .stdin_fd = c.stdin_fd,
+                            .stdout_fd = c.stdout_fd, .stderr_fd = c.stderr_fd,
+                            .report_fd = c.report_fd, .sync_fd = c.sync_fd, .cg_fd = TAKE_FD(cg_fd),
+                            .psi_fd = TAKE_FD(psi_fd), .started_ns = started };
+        /* 'g': it is in its cgroup (it was born there). The write end stays open while
+         * the sandbox lives: a hang-up would tell it the agent is gone. */
+        if (r == 0)
+                r = ns_child_go(&c, err);
+        if (r < 0) {
+                bool cloned = job->pid > 0;
+                if (cloned)
+                        run_kill(job);
+                run_close(job);
+                if (!cloned)
+                        (void)rmdir(CG_DIR);
         }
-        if (pid == 0) {
-                ns_program prog;
-                ns_child_main(&a, &prog);
-                _exit(127); /* cold: not reached */
-        }
-        close_fd(&payload_fd);
-        close_fd(&sync_p[0]);
-        close_fd(&report_p[1]);
-        close_fd(&out_p[1]);
-        close_fd(&err_p[1]);
-        close_fd(&in_p[0]);
-        *job = (agent_job){ .pid = (pid_t)pid, .pidfd = pidfd, .stdin_fd = in_p[1],
-                            .stdout_fd = out_p[0], .stderr_fd = err_p[0],
-                            .report_fd = report_p[0], .sync_fd = sync_p[1], .cg_fd = cg_fd,
-                            .psi_fd = psi_fd, .started_ns = started };
-        /* PID 1 of the sandbox must outlive the program under memory pressure, so that
-         * the status is reported; the program resets its own score. */
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
-        (void)write_file(path, "-1000");
-        if ((r = write_maps(job->pid)) < 0) {
-                hxs_fail(err, HXS_ERR_SETUP, r, "writing the sandbox's uid and gid maps: %s", strerror(-r));
-                goto kill;
-        }
-        if ((r = set_nonblock(job->stdout_fd)) < 0 || (r = set_nonblock(job->stderr_fd)) < 0 ||
-            (r = set_nonblock(job->report_fd)) < 0 ||
-            (job->stdin_fd >= 0 && (r = set_nonblock(job->stdin_fd)) < 0)) {
-                hxs_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
-                goto kill;
-        }
-        /* 'm': the maps are written; 'g': it is in its cgroup (it was born there).
-         * The write end stays open while the sandbox lives: a hang-up would tell it
-         * the agent is gone. */
-        if (write(job->sync_fd, "mg", 2) != 2) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "starting the sandbox: %s", strerror(errno));
-                goto kill;
-        }
-        return 0;
-kill:
-        run_kill(job);
-        run_close(job);
-        return r;
-fail:
-        close_fd(&psi_fd);
-        close_fd(&payload_fd);
-        close_fd(&pidfd);
-        close_pipe(sync_p);
-        close_pipe(report_p);
-        close_pipe(out_p);
-        close_pipe(err_p);
-        close_pipe(in_p);
-        close_fd(&cg_fd);
-        (void)rmdir(CG_DIR);
         return r;
 }
 

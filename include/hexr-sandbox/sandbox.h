@@ -119,6 +119,7 @@ typedef struct hxs_config {
         uint32_t queue_timeout_s;       /* QUEUE_TIMEOUT */
         uint32_t max_body_bytes;        /* MAX_BODY_BYTES */
         uint32_t drain_timeout_s;       /* DRAIN_TIMEOUT */
+        uint32_t stream_heartbeat_s;    /* STREAM_HEARTBEAT: keep-alive of idle event streams */
         uint32_t max_connections;       /* MAX_CONNECTIONS */
         char packages_wheelhouse[256];  /* PACKAGES_WHEELHOUSE */
         char packages_index_url[256];   /* PACKAGES_INDEX_URL */
@@ -460,14 +461,33 @@ typedef enum hxs_probe_status {
 typedef struct hxs_probe_item {
         char name[48];
         hxs_probe_status status;
-        char detail[208];
+        char detail[400];     /* as long as an hxs_error's message, which it may quote */
 } hxs_probe_item;
 
-/* Checks the host features the backends need. Fills up to max items, returns the
- * count. *ret_backend is the backend SANDBOX_BACKEND would pick, and *ret_runnable
- * whether it can run sandboxes. */
+/* Checks the host features the backends need, and PACKAGES_WHEELHOUSE when it is set
+ * (as the installer's users would find it: the engine refuses to start otherwise).
+ * Fills up to max items, returns the count. *ret_backend is the backend
+ * SANDBOX_BACKEND would pick, and *ret_runnable whether it can run sandboxes. */
 HXS_API size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                               hxs_backend_kind *ret_backend, bool *ret_runnable);
+
+/* ---- container check (serve, doctor) ----------------------------------------- */
+
+/* A container runtime gives a process less than a host does (capabilities, a read-only
+ * cgroup mount, a /proc with masked paths), and without it every execution would fail
+ * while /health says ok: `serve` refuses to start, `doctor` says what is missing. The
+ * list can run to a couple of kilobytes, more than a probe item's detail holds. */
+typedef struct hxs_container_report {
+        char why[80];         /* what shows this is a container; "" when it is none */
+        size_t missing;       /* how many things sandboxes need are missing; 0 outside one */
+        char lacks[2048];     /* those, "; "-separated, each naming the capability, mount or
+                               * setting and how to provide it (docs/deploy.md) */
+} hxs_container_report;
+
+/* Fills *ret and returns true when this process is in a container that lacks something
+ * sandboxes need. Inside a container it forks short-lived children to try the
+ * namespaces and the /proc mount a sandbox makes; outside one it checks nothing. */
+HXS_API bool hxs_container_check(const hxs_config *cfg, hxs_container_report *ret);
 
 HXS_API const char *hxs_version(void);
 

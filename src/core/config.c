@@ -108,6 +108,8 @@ static const setting settings[] = {
           SET_DURATION, U32(handshake_timeout_s), 1, 60 },
         { { "DRAIN_TIMEOUT", "30s", "on SIGTERM, how long running executions may finish" },
           SET_DURATION, U32(drain_timeout_s), 0, 3600 },
+        { { "STREAM_HEARTBEAT", "15s", "silence after which an event stream (Accept: text/event-stream) gets a keep-alive comment, so proxies keep it open" },
+          SET_DURATION, U32(stream_heartbeat_s), 1, 300 },
         { { "SANDBOX_TMPFS_MB", "64", "size of the sandbox's /tmp and of its home, each" },
           SET_UINT, U32(tmpfs_mb), 1, 1024 * 1024 },
         { { "SANDBOX_PIDS_MAX", "256", "processes and threads a sandbox may have" },

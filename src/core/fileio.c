@@ -71,3 +71,11 @@ int timerfd_arm_ms(int tfd, uint64_t ms)
                 its.it_value.tv_nsec = 1; /* all zero would disarm it */
         return timerfd_settime(tfd, 0, &its, NULL) < 0 ? -errno : 0;
 }
+
+int fd_set_nonblock(int fd)
+{
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        return 0;
+}

@@ -14,3 +14,5 @@ ssize_t read_file(const char *path, char *buf, size_t size);
 int proc_start_time(pid_t pid, unsigned long long *ret);
 /* Arms a timerfd to fire once, ms from now (0: at once). 0 or -errno. */
 int timerfd_arm_ms(int tfd, uint64_t ms);
+/* Adds O_NONBLOCK to fd's status flags. 0 or -errno. */
+int fd_set_nonblock(int fd);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "engine/backend.h"
+#include "pkg/pkgcache.h"
 
 size_t probe_add(hxs_probe_item *items, size_t max, size_t n, const char *name, hxs_probe_status st,
                  const char *fmt, ...)
@@ -91,5 +92,13 @@ size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
         const backend_entry *b = backend_pick(&resolved, note, sizeof(note));
         *ret_backend = b->kind;
         *ret_runnable = b->ops->usable(&resolved, why, sizeof(why));
-        return probe_runtimes(&resolved, b, items, max, n, ret_runnable);
+        n = probe_runtimes(&resolved, b, items, max, n, ret_runnable);
+        if (cfg->packages_wheelhouse[0]) {
+                hxs_error werr = { 0 };
+                if (pkgcache_check_wheelhouse(cfg, &werr) == 0)
+                        n = probe_add(items, max, n, "wheelhouse", HXS_PROBE_OK, "%s", cfg->packages_wheelhouse);
+                else
+                        n = probe_add(items, max, n, "wheelhouse", HXS_PROBE_MISSING, "%s", werr.message);
+        }
+        return n;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The namespace backend, supervisor side: creates the cgroup, clones the child into
- * new user/pid/mount/net/ipc/uts namespaces, writes its uid/gid maps, moves it into
- * its cgroup, lets it go, then collects output, enforces the time limit and reads the
- * result. Everything it waits on sits in the execution's own epoll fd.
+ * The namespace backend, supervisor side: creates the cgroup, starts the child
+ * through ns_spawn (ns-spawn.h: pipes, clone into new user/pid/mount/net/ipc/uts
+ * namespaces, uid/gid maps, the move into its cgroup), lets it go, then collects
+ * output, enforces the time limit and reads the result. Everything it waits on sits in
+ * the execution's own epoll fd.
  *
  * Every sandbox's user namespace is owned by a host uid of its own (owners.h): the
  * service clones a cold sandbox with that effective uid, a warm one comes from the
@@ -12,8 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
-#include <linux/capability.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,7 +20,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -38,6 +36,7 @@
 #include "engine/runtime.h"
 #include "ns/ns-init.h"
 #include "ns/ns-probe.h"
+#include "ns/ns-spawn.h"
 #include "ns/ns.h"
 #include "ns/owners.h"
 #include "ns/template.h"
@@ -91,79 +90,11 @@ static void epoll_close(int epfd, int *fd)
         *fd = -1;
 }
 
-static int set_nonblock(int fd)
-{
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-                return -errno;
-        return 0;
-}
-
-/* The files of a new sandbox's PID 1 the service writes: its id maps and its OOM
- * score. They are opened as the owner of its user namespace (ns_owner_become; a cold
- * one's in the moment the service's thread is that uid to clone it): the kernel lets
- * the owner set a namespace's maps without CAP_SYS_ADMIN, so the service needs no more
- * privilege than when it owned them itself. What is not open by then is opened as root. */
-enum { PF_UID_MAP, PF_GID_MAP, PF_OOM, PF_MAX };
-typedef struct pid1_files {
-        int fd[PF_MAX];
-} pid1_files;
-
-static void pid1_files_open(pid_t pid, pid1_files *f)
-{
-        static const char *const names[PF_MAX] = { "uid_map", "gid_map", "oom_score_adj" };
-        for (int i = 0; i < PF_MAX; i++) {
-                if (f->fd[i] >= 0)
-                        continue;
-                char path[64];
-                snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, names[i]);
-                f->fd[i] = open(path, O_WRONLY | O_CLOEXEC);
-        }
-}
-
-static void pid1_files_close(pid1_files *f)
-{
-        for (int i = 0; i < PF_MAX; i++)
-                close_fd(&f->fd[i]);
-}
-
-static int write_fd(int fd, const char *s)
-{
-        if (fd < 0)
-                return -EBADF;
-        ssize_t n = write(fd, s, strlen(s));
-        return n == (ssize_t)strlen(s) ? 0 : n < 0 ? -errno : -EIO;
-}
-
-static int write_id_maps(const pid1_files *f, uint32_t base, hxs_error *err)
-{
-        char map[128];
-        snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", base, NS_SANDBOX_UID, base + NS_SANDBOX_UID);
-        int r = write_fd(f->fd[PF_UID_MAP], map);
-        if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "writing the uid map: %s", strerror(-r));
-        r = write_fd(f->fd[PF_GID_MAP], map);
-        if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "writing the gid map: %s", strerror(-r));
-        return 0;
-}
-
-static int make_pipe(int fds[2])
-{
-        return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
-}
-
-static void close_pair(int fds[2])
-{
-        close_fd(&fds[0]);
-        close_fd(&fds[1]);
-}
-
 /* clone3 as `owner`: the user namespace it creates belongs to its creator's effective
  * uid. Only this thread, only for the call (and for opening PID 1's files as owner,
- * see pid1_files). The child gets full capabilities in its new user namespace and none
- * outside it, whatever this thread's. */
-static long clone3_as(uid_t owner, struct clone_args *ca, pid1_files *files)
+ * see ns_pid1_files in ns-spawn.h). The child gets full capabilities in its new user
+ * namespace and none outside it, whatever this thread's. */
+static long clone3_as(uid_t owner, struct clone_args *ca, ns_pid1_files *files)
 {
         int dumpable = ns_owner_become(owner);
         if (dumpable < 0)
@@ -173,7 +104,7 @@ static long clone3_as(uid_t owner, struct clone_args *ca, pid1_files *files)
                 return 0;
         int saved = errno;
         if (pid > 0)
-                pid1_files_open((pid_t)pid, files);
+                ns_pid1_files_open((pid_t)pid, files);
         ns_owner_unbecome(dumpable);
         return pid < 0 ? -saved : pid;
 }
@@ -193,7 +124,7 @@ static int signal_as(uid_t owner, int pidfd, int sig)
 /* The cold path: the service itself clones the sandbox's PID 1, born into the v2
  * cgroup when there is one (CLONE_INTO_CGROUP; *ret_joined gets its bit), its user
  * namespace owned by `owner`. */
-static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owner, pid1_files *files,
+static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owner, ns_pid1_files *files,
                       pid_t *ret_pid, int *ret_pidfd, unsigned *ret_joined)
 {
         int pidfd = -1;
@@ -229,25 +160,92 @@ static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owne
         return 0;
 }
 
-/* The child may have failed first (its root could not be built), and our own step
- * then fails only as a consequence ("No such process", "Broken pipe"): its report
- * says why. It exits at once once its sync pipe is closed, so the wait is short. */
-static void prefer_child_reason(struct ns_exec *nx, hxs_error *err)
+/* What the clone and place hooks of ns_start share. */
+typedef struct start_ctx {
+        struct ns_backend *b;
+        hxs_exec *x;
+        struct ns_exec *nx;
+        unsigned joined;                /* hierarchies PID 1 joins by itself: no move by pid */
+} start_ctx;
+
+/* Warm from a template when one may serve the request, else cold: the service clones
+ * as an owner uid of the pool. */
+static int clone_sandbox(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err)
 {
-        if (nx->pidfd < 0 || nx->report_fd < 0)
-                return;
-        struct pollfd p = { .fd = nx->pidfd, .events = POLLIN };
-        if (poll(&p, 1, 250) <= 0)
-                return;
-        p = (struct pollfd){ .fd = nx->report_fd, .events = POLLIN };
-        if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
-                return;
-        char buf[512];
-        ssize_t n = read(nx->report_fd, buf, sizeof(buf) - 1);
-        if (n < 2 || buf[0] != NS_REPORT_ERROR)
-                return;
-        buf[n] = '\0';
-        hxs_fail(err, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", buf + 1);
+        start_ctx *c = ctx;
+        struct ns_backend *b = c->b;
+        struct ns_exec *nx = c->nx;
+        const hxs_request *req = c->x->req;
+        int r;
+        /* An installed package set runs warm from a template that has imported none of
+         * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
+        if (!child->target_dir && (!child->pkgs_dir || c->x->pkgs.warm != PKG_WARM_NONE) &&
+            template_eligible(b->templates, req)) {
+                template_kind kind = template_pick(req, child->pkgs_dir != NULL);
+                if (child->pkgs_dir && c->x->pkgs.warm == PKG_WARM_PLAIN)
+                        kind = TEMPLATE_PYTHON;
+                r = template_spawn(b->templates, kind, child, &ret->pid, &ret->pidfd, &nx->warm_slot,
+                                   &nx->owner_uid);
+                if (r == 0 && ret->pid > 0) {
+                        nx->warm = true;
+                        /* as a cold one's, as the owner (a template made it dumpable) */
+                        int dumpable = ns_owner_become(nx->owner_uid);
+                        if (dumpable >= 0) {
+                                ns_pid1_files_open(ret->pid, &ret->files);
+                                ns_owner_unbecome(dumpable);
+                        }
+                        return 0;
+                }
+                ret->pid = -1;
+                ret->pidfd = -1;
+        }
+        if (ns_owner_take(b->owners, &nx->owner_uid) < 0) {
+                nx->owner_uid = 0;
+                return hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
+                                "every owner uid of the pool (SANDBOX_UID_BASE+%d onwards, %u) is in use by "
+                                "this service or another with the same SANDBOX_UID_BASE",
+                                NS_OWNER_UID, ns_owner_pool(b->env->cfg));
+        }
+        cg_join join;
+        r = cg_join_open(&nx->cg, &join, err);
+        if (r < 0)
+                return r;
+        ns_child_args cold = *child;
+        for (cg_hier h = 0; h < CG_HIER_MAX && cold.n_cg_self < ARRAY_SIZE(cold.cg_self); h++)
+                if (join.v1_tasks[h] >= 0) {
+                        cold.cg_self[cold.n_cg_self++] = join.v1_tasks[h];
+                        c->joined |= 1u << h;
+                }
+        r = spawn_cold(&cold, &join, nx->owner_uid, &ret->files, &ret->pid, &ret->pidfd, &c->joined);
+        cg_join_close(&join);
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
+        return 0;
+}
+
+static int place_sandbox(void *ctx, pid_t pid, hxs_error *err)
+{
+        start_ctx *c = ctx;
+        return cg_exec_attach(&c->nx->cg, pid, c->joined, err);
+}
+
+/* The timer and every descriptor of the sandbox in the execution's epoll fd. */
+static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *err)
+{
+        int r;
+        nx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (nx->timer_fd < 0 || (r = timerfd_arm_ms(nx->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)x->req->timeout_s * 1000)) < 0) {
+                r = nx->timer_fd < 0 ? -errno : r;
+                return hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
+        }
+        if ((r = epoll_add(x->epfd, c->stdout_fd, EPOLLIN, TAG_STDOUT)) < 0 ||
+            (r = epoll_add(x->epfd, c->stderr_fd, EPOLLIN, TAG_STDERR)) < 0 ||
+            (r = epoll_add(x->epfd, c->report_fd, EPOLLIN, TAG_REPORT)) < 0 ||
+            (r = epoll_add(x->epfd, c->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
+            (r = epoll_add(x->epfd, nx->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
+            (c->stdin_fd >= 0 && (r = epoll_add(x->epfd, c->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0))
+                return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+        return 0;
 }
 
 static int ns_start(void *state, hxs_exec *x, hxs_error *err)
@@ -256,13 +254,10 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         struct ns_exec *nx = x->priv;
         const hxs_config *cfg = b->env->cfg;
         const hxs_request *req = x->req;
-        int payload_fd = -1;
-        pid1_files files = { { -1, -1, -1 } };
-        int sync_p[2] = { -1, -1 }, report_p[2] = { -1, -1 }, out_p[2] = { -1, -1 },
-            err_p[2] = { -1, -1 }, in_p[2] = { -1, -1 };
         int r;
 
         nx->b = b;
+        nx->pid = -1;
         nx->pidfd = nx->sync_fd = nx->report_fd = nx->stdout_fd = nx->stderr_fd = nx->stdin_fd = nx->timer_fd = -1;
         nx->warm_slot = -1;
         cg_graveyard_bury(b->env->graveyard, false);
@@ -274,158 +269,45 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 return r;
         nx->have_cg = true;
 
-        if ((r = make_pipe(sync_p)) < 0 || (r = make_pipe(report_p)) < 0 ||
-            (r = make_pipe(out_p)) < 0 || (r = make_pipe(err_p)) < 0 ||
-            (req->stdin_data && (r = make_pipe(in_p)) < 0)) {
-                hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
-                goto fail;
-        }
         r = hxs_exec_env(req, x->pkgs.path[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
-        if (r < 0) {
-                hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
-                goto fail;
-        }
-        payload_fd = payload_create(req->code, req->code_len, nx->envp);
-        if (payload_fd < 0) {
-                r = payload_fd;
-                hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
-                goto fail;
-        }
-
+        if (r < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
         ns_limits limits;
         ns_limits_of(cfg, &limits);
-        ns_child_args args = {
-                .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
-                .interpreter = hxs_runtimes[req->language].path,
-                .code_name = hxs_runtimes[req->language].file, .payload_fd = payload_fd,
-                .init_fd = b->init_fd,
-                .sync_fd = sync_p[0], .report_fd = report_p[1], .stdin_fd = in_p[0],
-                .stdout_fd = out_p[1], .stderr_fd = err_p[1], .memory_mb = req->memory_mb,
-                .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
-                .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
-                .target_dir = x->target_dir[0] ? x->target_dir : NULL,
+        start_ctx ctx = { .b = b, .x = x, .nx = nx };
+        ns_spawn_args sa = {
+                .child = {
+                        .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
+                        .interpreter = hxs_runtimes[req->language].path,
+                        .code_name = hxs_runtimes[req->language].file, .init_fd = b->init_fd,
+                        .memory_mb = req->memory_mb,
+                        .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
+                        .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
+                        .target_dir = x->target_dir[0] ? x->target_dir : NULL,
+                },
+                .code = req->code, .code_len = req->code_len, .envp = nx->envp,
+                .with_stdin = req->stdin_data != NULL, .uid_base = cfg->uid_base,
+                .clone = clone_sandbox, .place = place_sandbox, .ctx = &ctx,
         };
 
         if (x->started.tv_sec == 0 && x->started.tv_nsec == 0) /* the engine's clock may have started */
                 clock_gettime(CLOCK_MONOTONIC, &x->started);
-        pid_t pid = -1;
-        int pidfd = -1;
-        unsigned joined = 0; /* hierarchies PID 1 joins by itself: no move by pid */
-        /* An installed package set runs warm from a template that has imported none of
-         * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
-        if (!args.target_dir && (!args.pkgs_dir || x->pkgs.warm != PKG_WARM_NONE) &&
-            template_eligible(b->templates, req)) {
-                template_kind kind = template_pick(req, args.pkgs_dir != NULL);
-                if (args.pkgs_dir && x->pkgs.warm == PKG_WARM_PLAIN)
-                        kind = TEMPLATE_PYTHON;
-                r = template_spawn(b->templates, kind, &args, &pid, &pidfd, &nx->warm_slot, &nx->owner_uid);
-        }
-        if (pid > 0) {
-                nx->warm = true;
-        } else {
-                if (ns_owner_take(b->owners, &nx->owner_uid) < 0) {
-                        nx->owner_uid = 0;
-                        r = hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
-                                     "every owner uid of the pool (SANDBOX_UID_BASE+%d onwards, %u) is in use by "
-                                     "this service or another with the same SANDBOX_UID_BASE",
-                                     NS_OWNER_UID, ns_owner_pool(cfg));
-                        goto fail;
-                }
-                cg_join join;
-                r = cg_join_open(&nx->cg, &join, err);
-                if (r < 0)
-                        goto fail;
-                for (cg_hier h = 0; h < CG_HIER_MAX && args.n_cg_self < ARRAY_SIZE(args.cg_self); h++)
-                        if (join.v1_tasks[h] >= 0) {
-                                args.cg_self[args.n_cg_self++] = join.v1_tasks[h];
-                                joined |= 1u << h;
-                        }
-                r = spawn_cold(&args, &join, nx->owner_uid, &files, &pid, &pidfd, &joined);
-                cg_join_close(&join);
-                if (r < 0) {
-                        hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
-                        goto fail;
-                }
-        }
-        close_fd(&payload_fd);
-
-        nx->pid = pid;
-        nx->pidfd = pidfd;
-        close_fd(&sync_p[0]);
-        close_fd(&report_p[1]);
-        close_fd(&out_p[1]);
-        close_fd(&err_p[1]);
-        close_fd(&in_p[0]);
-        nx->report_fd = TAKE_FD(report_p[0]);
-        nx->stdout_fd = TAKE_FD(out_p[0]);
-        nx->stderr_fd = TAKE_FD(err_p[0]);
-        nx->stdin_fd = TAKE_FD(in_p[1]);
-
-        if (nx->warm) {
-                /* as a cold one's, as the owner (a template made it dumpable) */
-                int dumpable = ns_owner_become(nx->owner_uid);
-                if (dumpable >= 0) {
-                        pid1_files_open(nx->pid, &files);
-                        ns_owner_unbecome(dumpable);
-                }
-        }
-        pid1_files_open(nx->pid, &files); /* what the owner could not open, as root */
-        if ((r = write_id_maps(&files, cfg->uid_base, err)) < 0)
-                goto fail;
-        /* maps done: the child builds its root while we move it into the cgroups */
-        if (write(sync_p[1], "m", 1) != 1) {
-                r = negative_errno();
-                hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
-                goto fail;
-        }
-        if ((r = cg_exec_attach(&nx->cg, nx->pid, joined, err)) < 0)
-                goto fail;
-        /* PID 1 must outlive the program under memory pressure, so that the status
-         * is reported; the program resets its own score. */
-        (void)write_fd(files.fd[PF_OOM], "-1000");
-        pid1_files_close(&files);
-
-        if ((r = set_nonblock(nx->stdout_fd)) < 0 || (r = set_nonblock(nx->stderr_fd)) < 0 ||
-            (r = set_nonblock(nx->report_fd)) < 0 ||
-            (nx->stdin_fd >= 0 && (r = set_nonblock(nx->stdin_fd)) < 0)) {
-                hxs_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
-                goto fail;
-        }
-        nx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (nx->timer_fd < 0 || (r = timerfd_arm_ms(nx->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)req->timeout_s * 1000)) < 0) {
-                r = nx->timer_fd < 0 ? -errno : r;
-                hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
-                goto fail;
-        }
-        if ((r = epoll_add(x->epfd, nx->stdout_fd, EPOLLIN, TAG_STDOUT)) < 0 ||
-            (r = epoll_add(x->epfd, nx->stderr_fd, EPOLLIN, TAG_STDERR)) < 0 ||
-            (r = epoll_add(x->epfd, nx->report_fd, EPOLLIN, TAG_REPORT)) < 0 ||
-            (r = epoll_add(x->epfd, nx->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
-            (r = epoll_add(x->epfd, nx->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
-            (nx->stdin_fd >= 0 && (r = epoll_add(x->epfd, nx->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0)) {
-                hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
-                goto fail;
-        }
-        /* go */
-        if (write(sync_p[1], "g", 1) != 1) {
-                r = negative_errno();
-                hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
-                goto fail;
-        }
-        /* kept open while the sandbox runs: the child checks it for a hang-up */
-        nx->sync_fd = TAKE_FD(sync_p[1]);
-        return 0;
-
-fail:
-        close_fd(&payload_fd);
-        pid1_files_close(&files);
-        close_pair(sync_p); /* the child reads EOF and exits, if it exists */
-        if (nx->pid > 0)
-                prefer_child_reason(nx, err);
-        close_pair(report_p);
-        close_pair(out_p);
-        close_pair(err_p);
-        close_pair(in_p);
+        ns_child c;
+        r = ns_spawn(&sa, &c, err);
+        if (r == 0 && (r = watch(x, nx, &c, err)) < 0)
+                ns_child_abort(&c, err);
+        /* go; the sync pipe stays open while the sandbox runs: the child checks it for
+         * a hang-up */
+        if (r == 0)
+                r = ns_child_go(&c, err);
+        /* ours from here on, started or not: ns_release kills, reaps and closes */
+        nx->pid = c.pid;
+        nx->pidfd = c.pidfd;
+        nx->sync_fd = c.sync_fd;
+        nx->report_fd = c.report_fd;
+        nx->stdout_fd = c.stdout_fd;
+        nx->stderr_fd = c.stderr_fd;
+        nx->stdin_fd = c.stdin_fd;
         return r;
 }
 

@@ -729,7 +729,7 @@ static int start_fetch(pkg_step *s, hxs_error *err)
                            ev_pid = { .events = EPOLLIN, .data.u64 = TAG_FETCH_PID },
                            ev_tim = { .events = EPOLLIN, .data.u64 = TAG_FETCH_TIMER };
         if (r < 0 || s->fetch_pidfd < 0 || s->fetch_timer_fd < 0 || timerfd_arm_ms(s->fetch_timer_fd, limit) < 0 ||
-            fcntl(s->fetch_out_fd, F_SETFL, O_NONBLOCK) < 0 ||
+            fd_set_nonblock(s->fetch_out_fd) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_out_fd, &ev_out) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_pidfd, &ev_pid) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_timer_fd, &ev_tim) < 0) {

@@ -29,6 +29,7 @@
 #include "server/metrics.h"
 #include "server/records.h"
 #include "server/state.h"
+#include "server/stream.h"
 
 /* After the drain deadline's kill, how long executions get to report, and replies to be
  * flushed, before the process stops anyway. */
@@ -49,7 +50,6 @@ struct admission {
 };
 
 static void exec_ready(watch *w, uint32_t events);
-static void client_ready(watch *w, uint32_t events);
 
 /* Seconds a turned-away client should wait: the queue ahead of it, at the mean
  * execution time, spread over the slots. Whole seconds, at least 1. */
@@ -68,24 +68,7 @@ static unsigned retry_after(const hxs_server *srv)
 
 static void suspend(call *c)
 {
-        hxs_server *srv = c->srv;
-        const union MHD_ConnectionInfo *ci;
-        int r = -EBADF;
-
-        MHD_suspend_connection(c->conn);
-        c->suspended = true;
-        if (!c->held) {
-                c->held = true;
-                srv->n_held++;
-        }
-        /* MHD stops watching a suspended connection: we notice a hang-up instead.
-         * EPOLLRDHUP only, so bytes of a pipelined next request do not wake us. */
-        ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci)
-                r = loop_add(srv->loop, &c->client_watch, ci->connect_fd, EPOLLRDHUP, client_ready);
-        if (r < 0)
-                log_line("warning", "request %s: cannot watch the client socket: %s", c->id,
-                         strerror(-r));
+        call_suspend(c, admission_hangup);
 }
 
 static void reject_overloaded(call *c, reject_reason why)
@@ -154,6 +137,15 @@ static int start(call *c)
         c->started_ms = now_ms();
         metrics_queue_wait(&srv->m, c->started_ms - c->received_ms);
         int r = hxs_exec_start(srv->engine, c->req, &c->exec, &err);
+        if (r >= 0 && c->wants_stream) {
+                r = stream_begin(c);
+                if (r < 0) {
+                        hxs_exec_kill(c->exec);
+                        hxs_exec_free(c->exec);
+                        c->exec = NULL;
+                        hxs_fail(&err, HXS_ERR_INTERNAL, r, "starting the event stream: out of memory");
+                }
+        }
         if (r >= 0) {
                 r = loop_add(srv->loop, &c->exec_watch, hxs_exec_fd(c->exec), EPOLLIN, exec_ready);
                 if (r < 0) {
@@ -178,6 +170,16 @@ static int start(call *c)
         return 0;
 }
 
+/* c's reply (result or error) is prepared: sent as the reply, or as the last events of
+ * its stream. */
+static void reply_ready(call *c)
+{
+        if (!c->stream)
+                return call_reply_ready(c);
+        c->state = CALL_STREAMING;
+        stream_end(c);
+}
+
 /* Hands free slots to waiting requests: round-robin by caller, oldest first within one. */
 static void pump(hxs_server *srv)
 {
@@ -188,10 +190,11 @@ static void pump(hxs_server *srv)
                         break;
                 TAILQ_REMOVE(&srv->adm->queue, c, link);
                 srv->adm->n_queued--;
-                if (start(c) < 0) {
+                if (start(c) < 0)
                         c->cs = NULL;
-                        call_resume(c); /* its error reply is ready */
-                }
+                /* its error reply is ready, or its stream: the handler queues either */
+                if (c->state != CALL_RUNNING || c->stream)
+                        call_resume(c);
         }
 }
 
@@ -277,10 +280,10 @@ void admission_submit(call *c)
         }
         c->cs = cs;
         if (run_now) {
-                if (start(c) == 0)
-                        suspend(c);
-                else
+                if (start(c) < 0)
                         c->cs = NULL;
+                else if (!c->stream)
+                        suspend(c); /* a stream is queued by the handler at once */
                 return;
         }
         enqueue(c);
@@ -328,7 +331,7 @@ static void finish(call *c)
         }
         c->logged = true;
         hxs_result_clear(&res);
-        call_reply_ready(c);
+        reply_ready(c);
         pump(srv);
 }
 
@@ -345,7 +348,7 @@ static void exec_ready(watch *w, uint32_t events)
 }
 
 /* The client's socket hung up. */
-static void client_ready(watch *w, uint32_t events)
+void admission_hangup(watch *w, uint32_t events)
 {
         call *c = loop_owner(w, call, client_watch);
         hxs_server *srv = c->srv;
@@ -363,11 +366,13 @@ static void client_ready(watch *w, uint32_t events)
                 c->status = 499;
                 log_call(c, NULL, "killed", "client_disconnected");
                 records_add(srv->records, c, NULL, "killed", "client_disconnected");
-        } else {
+        } else if (c->state != CALL_STREAMING) {
                 return;
         }
         c->logged = true;
-        c->state = CALL_GONE;
+        /* a stream has its 200 counted already: it ends, MHD closes the connection */
+        c->state = c->stream ? CALL_DONE : CALL_GONE;
+        stream_gone(c);
         call_resume(c);
         pump(srv);
 }
@@ -549,6 +554,6 @@ void admission_abort_all(hxs_server *srv)
                 call_set_error(c, 503, "draining", "the service stopped before the execution ended");
                 log_call(c, NULL, "killed", "draining");
                 c->logged = true;
-                call_reply_ready(c);
+                reply_ready(c);
         }
 }

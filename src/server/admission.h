@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "server/call.h"
+#include "server/loop.h"
 
 struct hxs_server;
 
@@ -23,6 +24,9 @@ int admission_setup(struct hxs_server *srv);
 void admission_free(struct hxs_server *srv);
 void admission_submit(call *c);                 /* body parsed into c->req */
 void admission_forget(call *c);                 /* MHD is done with c: drop what is left */
+/* A suspended request's client hung up (call_suspend's hangup): its execution is killed,
+ * its slot or queue place freed. */
+void admission_hangup(watch *w, uint32_t events);
 /* SIGTERM/SIGINT (named for the log): the first drains, the second kills what runs. */
 void admission_drain(struct hxs_server *srv, const char *signame);
 bool admission_draining(const struct hxs_server *srv);

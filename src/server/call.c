@@ -5,12 +5,15 @@
  * HTTP status and code, and resuming the suspended connection once the reply is ready.
  * Neither module calls the other back: both call these.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "engine/json.h"
 #include "server/call.h"
+#include "server/log.h"
 #include "server/loop.h"
 #include "server/state.h"
 
@@ -57,6 +60,28 @@ void call_set_engine_error(call *c, const hxs_error *err, const char *fallback)
 {
         call_set_error(c, call_status_of(err), call_error_code_of(err),
                        err->message[0] ? err->message : fallback);
+}
+
+void call_suspend(call *c, watch_ready_fn hangup)
+{
+        hxs_server *srv = c->srv;
+        const union MHD_ConnectionInfo *ci;
+        int r = -EBADF;
+
+        MHD_suspend_connection(c->conn);
+        c->suspended = true;
+        if (!c->held) {
+                c->held = true;
+                srv->n_held++;
+        }
+        /* MHD stops watching a suspended connection: we notice a hang-up instead.
+         * EPOLLRDHUP only, so bytes of a pipelined next request do not wake us. */
+        ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci)
+                r = loop_add(srv->loop, &c->client_watch, ci->connect_fd, EPOLLRDHUP, hangup);
+        if (r < 0)
+                log_line("warning", "request %s: cannot watch the client socket: %s", c->id,
+                         strerror(-r));
 }
 
 void call_resume(call *c)

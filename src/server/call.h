@@ -35,6 +35,8 @@ typedef enum call_state {
         CALL_QUEUED,    /* suspended, waiting for a slot */
         CALL_RUNNING,   /* suspended, its sandbox runs */
         CALL_REPLY,     /* resumed with a response ready to queue */
+        CALL_STREAMING, /* events requested and the execution ended: its last events
+                         * are being written */
         CALL_GONE,      /* the client went away: close without a response */
         CALL_DONE,      /* response queued */
         CALL_STATE_MAX,
@@ -70,6 +72,8 @@ typedef struct call {
         size_t code_bytes;
         uint64_t received_ms;   /* monotonic: body complete */
         uint64_t started_ms;    /* monotonic: sandbox started */
+        struct stream *stream;  /* Accept: text/event-stream, once its sandbox started */
+        bool wants_stream;      /* asked for events (stream.c) */
         watch exec_watch;
         watch client_watch;
         TAILQ_ENTRY(call) link; /* in admission's queue or its running list */
@@ -99,6 +103,9 @@ const char *call_error_code_of(const hxs_error *err);
 /* The error reply for an engine error: its status, its code, its message (fallback
  * when it has none). */
 void call_set_engine_error(call *c, const hxs_error *err, const char *fallback);
+/* Suspends the connection (MHD stops serving it) and watches its socket for the client
+ * going away: hangup is called then. */
+void call_suspend(call *c, watch_ready_fn hangup);
 /* Resumes the suspended connection (if it is) so MHD asks for the reply or notices the
  * state; stops watching its socket. */
 void call_resume(call *c);

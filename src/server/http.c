@@ -39,6 +39,7 @@
 #include "server/records.h"
 #include "server/runtimes.h"
 #include "server/state.h"
+#include "server/stream.h"
 
 /* A chunked body past MAX_BODY_BYTES is read and dropped up to this many times that,
  * and at least DISCARD_MIN bytes (then the connection is closed without a reply). */
@@ -384,6 +385,7 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                 /* refused: the 403 is prepared */
         } else if (is_exec_route) {
                 c->is_exec = true;
+                c->wants_stream = stream_wanted(c->conn);
                 if (check_exec_headers(c, length) == 0)
                         return MHD_YES; /* read the body */
         } else {
@@ -484,6 +486,8 @@ static enum MHD_Result on_complete(call *c)
         admission_submit(c);
         if (c->state == CALL_REPLY)
                 return send_reply(c);
+        if (c->stream)
+                return stream_queue(c); /* running, its events follow */
         return MHD_YES; /* suspended: queued or running */
 }
 
@@ -521,8 +525,11 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
                 c->state = CALL_DONE;
                 srv->closing_on_purpose = true;
                 return MHD_NO;
-        case CALL_QUEUED:
         case CALL_RUNNING:
+        case CALL_STREAMING:
+                /* started after a wait: its stream is queued now (once) */
+                return c->stream ? stream_queue(c) : MHD_YES;
+        case CALL_QUEUED:
         case CALL_DONE:
         case CALL_STATE_MAX:
         default:
@@ -543,6 +550,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         if (c->state == CALL_GONE)
                 metrics_http(&srv->m, c->route, 499); /* MHD saw the hang-up before asking us */
         admission_forget(c);
+        stream_free(c);
         if (c->held) {
                 c->held = false;
                 srv->n_held--;

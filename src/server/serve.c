@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "engine/hostcheck.h"
 #include "server/admission.h"
 #include "server/auth.h"
 #include "server/callers.h"
@@ -204,6 +203,7 @@ void hxs_server_free(hxs_server *srv)
         listen_cleanup(&srv->listen);
         close_fd(&srv->listen.fd);
         conn_cleanup(srv);
+        stream_cleanup(srv);
         admission_free(srv); /* after MHD: its last completions still reach admission */
         tls_close(srv);
         auth_cleanup(srv);
@@ -246,20 +246,6 @@ static void settle(hxs_config *cfg)
         }
 }
 
-char *hxs_server_host_lacks(const hxs_config *cfg)
-{
-        char why[80], missing[2048], *text = NULL;
-        hxs_config settled = *cfg;
-
-        settle(&settled);
-        if (!hxs_in_container(why, sizeof(why)) || hxs_hostcheck(&settled, missing, sizeof(missing)) == 0)
-                return NULL;
-        if (asprintf(&text, "this container (%s) lacks what sandboxes need: %s. "
-                     "See docs/deploy.md for the flags.", why, missing) < 0)
-                return strdup("this container lacks what sandboxes need (out of memory to say what)");
-        return text;
-}
-
 /* A setting the service itself checks (TLS, identities) is wrong: exit status 2. */
 static int fail_setting(hxs_error *err, int r)
 {
@@ -300,7 +286,7 @@ static int open_all(hxs_server *srv, hxs_error *err)
         }
         /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
         if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
-            conn_setup(srv) < 0)
+            conn_setup(srv) < 0 || stream_setup(srv) < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = start_mhd(srv);
         if (r < 0)

@@ -23,6 +23,7 @@
  *   callers.c   per-caller state: quotas, fair queue, metrics labels
  *   records.c   the recent executions behind GET /api/v1/executions/{id}
  *   runtimes.c  GET /api/v1/runtimes: languages, versions, packages
+ *   stream.c    Server-Sent Events of an execution: output, files, result, heartbeats
  *
  * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without
  * an internal thread) and calls back into http.c from MHD_run only.
@@ -44,6 +45,7 @@
 #include "server/loop.h"
 #include "server/metrics.h"
 #include "server/records.h"
+#include "server/stream.h"
 #include "server/tls.h"
 
 typedef struct hxs_server {
@@ -66,6 +68,8 @@ typedef struct hxs_server {
 
         /* open connections: limits, deadlines, lingering closes (conn.c) */
         conn_state *conns;
+
+        stream_state *streams;          /* event streams, their heartbeats */
 
         admission *adm;                 /* slots, the queue, the drain */
         uint32_t n_held;                /* requests suspended or resumed, not yet completed */

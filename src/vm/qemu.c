@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/macro.h"
 #include "core/jail.h"
 #include "vm/vm.h"
@@ -302,9 +303,8 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         v->chan = sp[0];
         v->err_fd = ep[0];
         sp[0] = ep[0] = -1;
-        int fl = fcntl(v->chan, F_GETFL);
-        if (fl < 0 || fcntl(v->chan, F_SETFL, fl | O_NONBLOCK) < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "starting the microVM: %s", strerror(errno));
+        if ((r = fd_set_nonblock(v->chan)) < 0) {
+                r = hxs_fail(err, HXS_ERR_SETUP, r, "starting the microVM: %s", strerror(-r));
                 goto out;
         }
         r = 0;

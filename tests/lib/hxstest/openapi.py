@@ -91,6 +91,19 @@ class OpenAPI:
         self.validate(body, content[ctype]["schema"], f"{method} {path} {status}")
 
 
+    def check_events(self, method: str, path: str, events) -> None:
+        """Checks the events of a text/event-stream 200 answer, [(name, parsed data)]:
+        each name is one the document lists under x-events, its data matches the
+        schema given there."""
+        resp = self._resolve(self.doc["paths"][path][method.lower()]["responses"]["200"])
+        media = (resp.get("content") or {}).get("text/event-stream")
+        assert media is not None, f"{method} {path} -> 200: text/event-stream not documented"
+        known = media.get("x-events") or {}
+        for i, (name, data) in enumerate(events):
+            assert name in known, f"{method} {path}: event {name!r} not documented (x-events)"
+            self.validate(data, known[name], f"{method} {path} event[{i}] {name}")
+
+
 def load_openapi() -> OpenAPI:
     """docs/openapi.yaml as an OpenAPI checker; fails the test without python3-yaml."""
     try:

@@ -152,7 +152,6 @@ typedef struct hxs_config {
         uint32_t max_files_bytes;       /* MAX_FILES_BYTES: all of them */
         uint32_t max_return_files;      /* MAX_RETURN_FILES: files a result returns */
         uint32_t max_return_bytes;      /* MAX_RETURN_BYTES: their content, in all */
-        uint32_t stream_heartbeat_s;    /* STREAM_HEARTBEAT: idle event streams (the service) */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */

@@ -90,8 +90,6 @@ static const setting settings[] = {
           SET_UINT, U32(max_return_files), 0, 10000 },
         { { "MAX_RETURN_BYTES", "32M", "total content of the files a result returns; files past it are listed as truncated" },
           SET_BYTES, U32(max_return_bytes), 0, 1u << 30 },
-        { { "STREAM_HEARTBEAT", "15s", "a comment sent on an idle event stream this often (serve only)" },
-          SET_DURATION, U32(stream_heartbeat_s), 1, 300 },
         { { "MAX_ENV_VARS", "256", "most env_vars a request may set" },
           SET_UINT, U32(max_env_vars), 0, 100000 },
         { { "MAX_ENV_BYTES", "64k", "total size of env_vars names and values" },

@@ -80,9 +80,9 @@ bool vm_kvm_usable(char *why, size_t why_size);
 
 /* doctor's lines: KVM, QEMU, Firecracker, the guest image. */
 size_t vm_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);
-/* Whether vm_host_init would succeed for that backend; why says what it lacks. */
-bool vm_qemu_usable(const hxs_config *cfg, char *why, size_t why_size);
-bool vm_firecracker_usable(const hxs_config *cfg, char *why, size_t why_size);
+/* Whether vm_host_init would succeed for that backend: 0, or its error. */
+int vm_qemu_usable(const hxs_config *cfg, hxs_error *err);
+int vm_firecracker_usable(const hxs_config *cfg, hxs_error *err);
 
 /* ---- one VM (vm-instance.c) --------------------------------------------------- */
 

@@ -100,10 +100,11 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret);
 /* Blocking: waits up to timeout_ms for READY with the right nonce (the pool's
  * thread). 0, -ETIMEDOUT, -EPIPE (the VM died; err_text gets its stderr). */
 int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size);
+
+/* ---- the hypervisor process, for every driver (vm-hypervisor.c) --------------- */
+
 /* Appends the hypervisor's stderr (what it said before dying) to buf. */
 void vm_stderr_text(vm_instance *v, char *buf, size_t size);
-
-/* ---- the hypervisor's cgroups (vm-instance.c) --------------------------------- */
 
 /* Creates a cgroup with these limits in the engine's layout (h->cg): memory (guest
  * RAM plus the VMM's own), pids and a CPU share, joined at birth (see core/cgroup.h),

@@ -329,14 +329,34 @@ static void ns_kill(hxs_exec *x)
                 cg_exec_kill(&nx->cg);
 }
 
+/* PID 1's status record is in: first in the pipe, or after the program's set-up error
+ * (a NUL-terminated record). */
+static bool report_has_status(const struct ns_exec *nx, bool *ret_setup_error)
+{
+        size_t off = 0;
+        *ret_setup_error = nx->report_len >= 1 && nx->report[0] == NS_REPORT_ERROR;
+        if (*ret_setup_error) {
+                const char *nul = memchr(nx->report, '\0', nx->report_len);
+                if (!nul)
+                        return false;
+                off = (size_t)(nul - nx->report) + 1;
+        }
+        return nx->report_len - off >= 1 + sizeof(int) && nx->report[off] == NS_REPORT_STATUS;
+}
+
 /* The program has ended and PID 1, having reported, holds on the sync pipe: the
  * working directory is still there. The files out are taken now, through the root of
  * PID 1 (never a symlink: files-out.c), then PID 1 is let go and the sandbox ends. */
 static void take_files_and_release(hxs_exec *x)
 {
         struct ns_exec *nx = x->priv;
-        if (nx->sync_fd < 0 || nx->report_len < 1 + sizeof(int) || nx->report[0] != NS_REPORT_STATUS)
+        bool setup_error;
+        if (nx->sync_fd < 0 || !report_has_status(nx, &setup_error))
                 return;
+        if (setup_error) {
+                close_fd(&nx->sync_fd); /* nothing ran: nothing to take */
+                return;
+        }
         char p[64];
         snprintf(p, sizeof(p), "/proc/%d/root", (int)nx->pid);
         int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);

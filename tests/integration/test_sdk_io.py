@@ -2,7 +2,8 @@
 
 stdin, the output callbacks and stream(): what the callbacks and the stream's
 chunks carry adds up to the result's output, whether the service streams its
-answer (Server-Sent Events) or answers it whole.
+answer (Server-Sent Events) or answers it whole. Why the sandbox ended a program
+(ExecResult.error) and the head and tail of a long output.
 
 Run: /usr/bin/python3 -m pytest tests/integration/test_sdk_io.py -q
 """
@@ -80,3 +81,31 @@ def test_stream_of_bash_with_stdin(client: Client) -> None:
     events = list(client.stream_sync("cat; echo done", language="bash", stdin="piped\n"))
     result = events[-1].result
     assert result is not None and result.stdout == "piped\ndone\n"
+
+
+def test_a_program_that_ends_by_itself_has_no_error(client: Client) -> None:
+    result = client.exec("import sys; sys.exit(3)")
+    assert result.exit_code == 3 and result.error is None
+
+
+def test_a_time_limit_is_said_in_words(client: Client) -> None:
+    result = client.exec("import time\nprint('before', end='')\ntime.sleep(30)\n", timeout=1)
+    assert result.timed_out
+    assert result.error is not None and result.error.type == "timeout"
+    assert result.error.message == "killed: time limit of 1 s exceeded"
+    assert result.stderr.endswith("hexr-sandbox: " + result.error.message + "\n")
+    assert result.stdout == "before"  # not flushed by the program, kept all the same
+
+
+def test_a_memory_limit_is_said_in_words(client: Client) -> None:
+    result = client.exec("x = bytearray(200 * 1024 * 1024)", memory_mb=64)
+    assert result.oom_killed
+    assert result.error is not None and result.error.type == "memory_limit"
+    assert result.stderr.endswith("hexr-sandbox: " + result.error.message + "\n")
+
+
+def test_a_long_output_keeps_its_head_and_tail(client: Client) -> None:
+    result = client.exec("print('HEAD'); print('x' * 3000000); print('TAIL')")
+    assert result.stdout_truncated and result.stdout_omitted_bytes > 0
+    assert result.stdout.startswith("HEAD\n") and result.stdout.endswith("TAIL\n")
+    assert "[hexr-sandbox: {} bytes left out]".format(result.stdout_omitted_bytes) in result.stdout

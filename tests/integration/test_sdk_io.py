@@ -109,3 +109,22 @@ def test_a_long_output_keeps_its_head_and_tail(client: Client) -> None:
     assert result.stdout_truncated and result.stdout_omitted_bytes > 0
     assert result.stdout.startswith("HEAD\n") and result.stdout.endswith("TAIL\n")
     assert "[hexr-sandbox: {} bytes left out]".format(result.stdout_omitted_bytes) in result.stdout
+
+
+def test_chunks_arrive_while_the_program_runs(client: Client) -> None:
+    """Output a second apart comes in separate chunks: it was streamed, not dumped at the end."""
+    chunks: List[str] = []
+    code = "import time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second', flush=True)\n"
+    result = client.exec(code, on_stdout=chunks.append)
+    assert result.ok and "".join(chunks) == "first\nsecond\n"
+    first = next(i for i, c in enumerate(chunks) if "first" in c)
+    second = next(i for i, c in enumerate(chunks) if "second" in c)
+    assert first < second, chunks
+
+
+def test_stream_gives_the_exact_bytes_of_output_that_is_not_utf8(client: Client) -> None:
+    """The service streams a chunk that is not UTF-8 as base64: the event has its bytes."""
+    code = "import sys\nsys.stdout.buffer.write(b'caf\\xe9\\n')\n"
+    events = list(client.stream_sync(code))
+    assert b"".join(e.data for e in events if e.type == "stdout") == b"caf\xe9\n"
+    assert "".join(e.text for e in events if e.type == "stdout") == "caf\ufffd\n"

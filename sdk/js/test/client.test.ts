@@ -164,6 +164,20 @@ describe("results", () => {
     assert.equal(events.map((e) => (e.type === "stdout" ? e.text : "")).join(""), last.result.stdout);
   });
 
+  test("output a second apart comes in separate chunks; bytes that are not UTF-8 stay exact", async () => {
+    const chunks: string[] = [];
+    await hexr.exec("import time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second', flush=True)\n", {
+      onStdout: (t) => void chunks.push(t),
+    });
+    assert.equal(chunks.join(""), "first\nsecond\n");
+    assert.ok(chunks.findIndex((c) => c.includes("first")) < chunks.findIndex((c) => c.includes("second")), String(chunks));
+    const bytes: number[] = [];
+    for await (const event of hexr.stream("import sys\nsys.stdout.buffer.write(b'caf\\xe9\\n')\n")) {
+      if (event.type === "stdout") bytes.push(...event.data);
+    }
+    assert.deepEqual(Buffer.from(bytes), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+  });
+
   test("twenty concurrent calls", async () => {
     const client = new Client({ url: tcp.url });
     const code = "import os\nn = int(os.environ['N'])\nprint(n, n * n)\n";

@@ -138,6 +138,8 @@ static int start(call *c)
         int r = hxs_exec_start(srv->engine, c->req, &c->exec, &err);
         if (r >= 0 && c->wants_stream) {
                 r = stream_begin(c);
+                if (r >= 0)
+                        hxs_exec_set_output(c->exec, stream_output, c);
                 if (r < 0) {
                         hxs_exec_kill(c->exec);
                         hxs_exec_free(c->exec);

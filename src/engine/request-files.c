@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "engine/request.h"
 
@@ -61,7 +62,7 @@ int request_path_normalize(const char *in, char *out, size_t out_size, const cha
 
 static int add_file(hxs_request *req, const char *path, const void *data, size_t len, int fd, uint64_t size)
 {
-        int r = request_grow((void **)&req->files, &req->cap_files, req->n_files, sizeof(*req->files));
+        int r = array_grow((void **)&req->files, &req->cap_files, req->n_files, sizeof(*req->files));
         if (r < 0)
                 return r;
         hxs_request_file f = { .path = strdup(path), .fd = -1, .len = len, .size = size };
@@ -96,7 +97,7 @@ int hxs_request_add_file_fd(hxs_request *req, const char *path, int fd, uint64_t
 
 int hxs_request_add_return_glob(hxs_request *req, const char *glob)
 {
-        int r = request_grow((void **)&req->return_globs, &req->cap_globs, req->n_globs,
+        int r = array_grow((void **)&req->return_globs, &req->cap_globs, req->n_globs,
                              sizeof(*req->return_globs));
         if (r < 0)
                 return r;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "pkg/packages.h"
 #include "engine/request.h"
@@ -102,24 +103,9 @@ uint32_t hxs_request_timeout_s(const hxs_request *req) { return req->timeout_s; 
 uint32_t hxs_request_memory_mb(const hxs_request *req) { return req->memory_mb; }
 size_t hxs_request_code_len(const hxs_request *req) { return req->code_len; }
 
-int request_grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-        if (n < *cap)
-                return 0;
-        if (n >= 1u << 20)
-                return -E2BIG;
-        size_t ncap = *cap ? *cap * 2 : 8;
-        void *p = realloc(*arr, ncap * size);
-        if (!p)
-                return -ENOMEM;
-        *arr = p;
-        *cap = ncap;
-        return 0;
-}
-
 int hxs_request_add_env(hxs_request *req, const char *name, const char *value)
 {
-        int r = request_grow((void **)&req->env, &req->cap_env, req->n_env, sizeof(*req->env));
+        int r = array_grow((void **)&req->env, &req->cap_env, req->n_env, sizeof(*req->env));
         if (r < 0)
                 return r;
         char *n = strdup(name), *v = strdup(value);
@@ -134,7 +120,7 @@ int hxs_request_add_env(hxs_request *req, const char *name, const char *value)
 
 int hxs_request_add_package(hxs_request *req, const char *requirement)
 {
-        int r = request_grow((void **)&req->packages, &req->cap_packages, req->n_packages,
+        int r = array_grow((void **)&req->packages, &req->cap_packages, req->n_packages,
                      sizeof(*req->packages));
         if (r < 0)
                 return r;

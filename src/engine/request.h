@@ -37,9 +37,6 @@ struct hxs_request {
         size_t n_globs, cap_globs;
 };
 
-/* Grows an array of `size`-byte elements to hold one more; hard cap on the count. */
-int request_grow(void **arr, size_t *cap, size_t n, size_t size);
-
 /* request-files.c: the files in and the return globs of a request. */
 #define REQUEST_PATH_MAX 255    /* bytes of a file's path, normalised */
 #define REQUEST_GLOBS_MAX 64

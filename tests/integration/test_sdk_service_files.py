@@ -2,7 +2,7 @@
 CSV in and a chart out, bytes round-tripped, a local file uploaded as multipart,
 return_files globs, refused paths, and file events in a stream.
 
-Run: /usr/bin/python3 -m pytest tests/integration/test_sdk_files.py -q
+Run: /usr/bin/python3 -m pytest tests/integration/test_sdk_service_files.py -q
 """
 
 from __future__ import annotations

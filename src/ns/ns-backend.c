@@ -46,6 +46,9 @@
 
 /* After PID 1 is gone, how long to wait for the pipes to close. */
 #define DRAIN_GRACE_MS 2000
+/* At the time limit the program gets SIGTERM first, and this long to go by itself (a
+ * Python program flushes what it printed: charts.py) before the sandbox is killed. */
+#define TERM_GRACE_MS 150
 
 /* The backend's state, per engine. */
 struct ns_backend {
@@ -73,6 +76,7 @@ struct ns_exec {
         uid_t owner_uid;                /* owner of its user namespace it holds (owners.h), 0: none */
         int warm_slot;                  /* the warm slot it holds, -1: none (cold) */
         bool reaped, draining, drain_expired;
+        bool term_sent;                 /* the time limit's SIGTERM */
 };
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
@@ -333,6 +337,37 @@ static void ns_kill(hxs_exec *x)
                 cg_exec_kill(&nx->cg);
 }
 
+/* SIGTERM to the program, PID 1's child (PID 1 runs as another user than the program
+ * and has no capability: it cannot pass it on itself). The pidfd is taken before the
+ * parent is checked, so that a pid reused meanwhile is never signalled. */
+static void term_program(struct ns_exec *nx)
+{
+        char p[96], buf[64];
+        snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)nx->pid, (int)nx->pid);
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (n <= 0)
+                return;
+        buf[n] = '\0';
+        pid_t child = (pid_t)strtol(buf, NULL, 10);
+        if (child <= 0)
+                return;
+        _cleanup_close_ int cfd = (int)syscall(SYS_pidfd_open, child, 0);
+        if (cfd < 0)
+                return;
+        snprintf(p, sizeof(p), "/proc/%d/status", (int)child);
+        char status[4096];
+        _cleanup_close_ int sfd = open(p, O_RDONLY | O_CLOEXEC);
+        ssize_t sn = sfd >= 0 ? read(sfd, status, sizeof(status) - 1) : -1;
+        if (sn <= 0)
+                return;
+        status[sn] = '\0';
+        const char *pp = strstr(status, "\nPPid:");
+        if (!pp || (pid_t)strtol(pp + 7, NULL, 10) != nx->pid)
+                return;
+        (void)pidfd_send_signal(cfd, SIGTERM, NULL, 0);
+}
+
 /* PID 1's status record is in: first in the pipe, or after the program's set-up error
  * (a NUL-terminated record). */
 static bool report_has_status(const struct ns_exec *nx, bool *ret_setup_error)
@@ -511,10 +546,16 @@ static int ns_process(hxs_exec *x)
                 case TAG_TIMER: {
                         uint64_t ticks;
                         (void)!read(nx->timer_fd, &ticks, sizeof(ticks));
-                        if (!nx->reaped || nx->report_fd >= 0) {
-                                /* time is up: the whole sandbox goes */
-                                /* an output-limit kill already under way stays what it is */
-                                x->timed_out = !nx->reaped && !x->output_limited;
+                        if (!nx->reaped && !nx->term_sent && !x->output_limited) {
+                                /* time is up: a moment to flush, then the whole sandbox goes */
+                                nx->term_sent = true;
+                                x->timed_out = true;
+                                term_program(nx);
+                                timerfd_arm_ms(nx->timer_fd, TERM_GRACE_MS);
+                        } else if (!nx->reaped || nx->report_fd >= 0) {
+                                /* the whole sandbox goes; an output-limit kill already under
+                                 * way stays what it is */
+                                x->timed_out = x->timed_out || (!nx->reaped && !x->output_limited);
                                 ns_kill(x);
                                 if (x->timed_out)
                                         timerfd_arm_ms(nx->timer_fd, DRAIN_GRACE_MS);

@@ -123,7 +123,7 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status, 
     if np is not None:
         np.random.seed()
     if os.environ.get("PYTHONUNBUFFERED"):
-        _unbuffered(sys)
+        _unbuffered(sys)  # as a cold python3 does with it set
     exec(_charts, {"__name__": "sitecustomize"})
     sys.argv[:] = [code_path]
     sys.orig_argv[:] = [sys.executable, code_path]

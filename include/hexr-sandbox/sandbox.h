@@ -145,6 +145,13 @@ typedef struct hxs_config {
         uint32_t packages_cache_mb;     /* PACKAGES_CACHE_MB: size limit of that cache */
         uint32_t packages_cache_inodes; /* PACKAGES_CACHE_INODES: its limit in files and directories */
         uint32_t packages_jobs;         /* PACKAGES_JOBS: cache work (hashing, removing) at once */
+        /* output and files (issue 14) */
+        uint32_t max_stream_bytes;      /* MAX_STREAM_BYTES: all a program may print, both streams */
+        uint32_t max_files;             /* MAX_FILES: files a request sends */
+        uint32_t max_file_bytes;        /* MAX_FILE_BYTES: one of them */
+        uint32_t max_files_bytes;       /* MAX_FILES_BYTES: all of them */
+        uint32_t max_return_files;      /* MAX_RETURN_FILES: files a result returns */
+        uint32_t max_return_bytes;      /* MAX_RETURN_BYTES: their content, in all */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */
@@ -249,6 +256,34 @@ typedef enum hxs_packages_source {
 
 HXS_API const char *hxs_packages_source_name(hxs_packages_source s);
 
+/* Why an execution ended. */
+typedef enum hxs_end_reason {
+        HXS_END_EXITED = 0,     /* the program ended by itself (any exit status) */
+        HXS_END_TIME_LIMIT,     /* killed at its timeout */
+        HXS_END_MEMORY_LIMIT,   /* killed by the memory limit */
+        HXS_END_OUTPUT_LIMIT,   /* killed past MAX_STREAM_BYTES of output */
+        HXS_END_SIGNAL,         /* killed by a signal it did not get from us */
+        HXS_END_KILLED,         /* stopped by hxs_exec_kill (client went away, draining) */
+        HXS_END_MAX,
+} hxs_end_reason;
+
+/* "exited", "timeout", "memory_limit", "output_limit", "signal", "killed". */
+HXS_API const char *hxs_end_reason_name(hxs_end_reason end);
+
+/* A file the program left (output/ and return globs), owned by its result. */
+typedef struct hxs_file {
+        char *path;             /* relative to the working directory */
+        unsigned char *data;    /* len bytes kept (NULL when len is 0) */
+        size_t len;
+        uint64_t size;          /* its size in the sandbox */
+        bool truncated;         /* over the return budget: listed, content not kept */
+        const char *mime;       /* static: from the extension */
+} hxs_file;
+
+/* Output over MAX_OUTPUT_BYTES keeps its first and last halves with, between them, the
+ * line "\n[hexr-sandbox: N bytes left out]\n" (N in *_omitted). For every end but
+ * HXS_END_EXITED, stderr ends with a line of the engine's own: "hexr-sandbox: " +
+ * end_message, e.g. "hexr-sandbox: killed: time limit of 30 s exceeded". */
 typedef struct hxs_result {
         char *stdout_data;      /* owned by the result; NUL-terminated for convenience */
         size_t stdout_len;
@@ -264,6 +299,11 @@ typedef struct hxs_result {
         bool stderr_truncated;
         bool warm;              /* started from a warm template (for logs and metrics) */
         hxs_packages_source packages; /* where packages= came from */
+        hxs_end_reason end;
+        char end_message[200];  /* "" for HXS_END_EXITED, else e.g. "killed by signal 11 (SIGSEGV)" */
+        uint64_t stdout_omitted, stderr_omitted; /* bytes left out between head and tail */
+        hxs_file *files;        /* n_files of them, in path order */
+        size_t n_files;
 } hxs_result;
 
 HXS_API void hxs_result_clear(hxs_result *res); /* frees the buffers; zeroes the struct */
@@ -357,6 +397,14 @@ HXS_API int hxs_exec_process(hxs_exec *exec);
 
 HXS_API bool hxs_exec_done(const hxs_exec *exec);
 
+/* Every byte the program writes, as it is read: stream 1 stdout, 2 stderr, up to
+ * MAX_STREAM_BYTES in all, and then the engine's kill line (stream 2), if any. The
+ * result keeps its head and tail besides. Called from hxs_exec_process only. */
+typedef void (*hxs_output_fn)(void *userdata, int stream, const void *data, size_t len);
+
+/* Set right after hxs_exec_start, before the first hxs_exec_process. fn NULL: none. */
+HXS_API void hxs_exec_set_output(hxs_exec *exec, hxs_output_fn fn, void *userdata);
+
 /* Kills the whole sandbox now (client went away, service draining). The result then
  * reports signal 9 (exit 137) unless it had already finished. */
 HXS_API void hxs_exec_kill(hxs_exec *exec);
@@ -393,7 +441,9 @@ HXS_API int hxs_request_from_json(const char *body, size_t len, const hxs_config
 
 /* The result object the API returns, as compact JSON text: stdout, stderr, exit_code,
  * execution_time_ms, memory_used_mb, timed_out, oom_killed, signal (null when 0),
- * stdout_truncated, stderr_truncated, id (left out when id is NULL). Output is bytes:
+ * stdout_truncated, stderr_truncated, stdout_omitted_bytes, stderr_omitted_bytes,
+ * error (null when the program ended by itself, else {"type", "message"}), id (left
+ * out when id is NULL). Output is bytes:
  * invalid UTF-8 is replaced with U+FFFD so the JSON is always valid. Sets *ret_len;
  * NULL on allocation failure; the caller frees it. */
 HXS_API char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len);
@@ -419,6 +469,24 @@ typedef struct hxs_probe_item {
  * SANDBOX_BACKEND would pick, and *ret_runnable whether it can run sandboxes. */
 HXS_API size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                               hxs_backend_kind *ret_backend, bool *ret_runnable);
+
+/* ---- container check (serve, doctor) ----------------------------------------- */
+
+/* A container runtime gives a process less than a host does (capabilities, a read-only
+ * cgroup mount, a /proc with masked paths), and without it every execution would fail
+ * while /health says ok: `serve` refuses to start, `doctor` says what is missing. The
+ * list can run to a couple of kilobytes, more than a probe item's detail holds. */
+typedef struct hxs_container_report {
+        char why[80];         /* what shows this is a container; "" when it is none */
+        size_t missing;       /* how many things sandboxes need are missing; 0 outside one */
+        char lacks[2048];     /* those, "; "-separated, each naming the capability, mount or
+                               * setting and how to provide it (docs/deploy.md) */
+} hxs_container_report;
+
+/* Fills *ret and returns true when this process is in a container that lacks something
+ * sandboxes need. Inside a container it forks short-lived children to try the
+ * namespaces and the /proc mount a sandbox makes; outside one it checks nothing. */
+HXS_API bool hxs_container_check(const hxs_config *cfg, hxs_container_report *ret);
 
 HXS_API const char *hxs_version(void);
 

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "engine/hostcheck.h"
 #include "hexr-sandbox/sandbox.h"
 
 int hxs_cli_doctor(int argc, char **argv)
@@ -30,15 +29,13 @@ int hxs_cli_doctor(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
                 printf("%-8s %-22s %s\n", marks[items[i].status], items[i].name, items[i].detail);
 
-        char why[80], missing[2048];
-        if (hxs_in_container(why, sizeof(why))) {
-                if (hxs_hostcheck(&cfg, missing, sizeof(missing)) > 0) {
-                        printf("%-8s %-22s %s: %s\n", marks[1], "container", why, missing);
-                        runnable = false;
-                } else {
-                        printf("%-8s %-22s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
-                               marks[0], "container", why);
-                }
+        hxs_container_report box;
+        if (hxs_container_check(&cfg, &box)) {
+                printf("%-8s %-22s %s: %s\n", marks[1], "container", box.why, box.lacks);
+                runnable = false;
+        } else if (box.why[0]) {
+                printf("%-8s %-22s %s: capabilities, cgroups, namespaces and /proc as sandboxes need them\n",
+                       marks[0], "container", box.why);
         }
 
         printf("\nbackend: %s (SANDBOX_BACKEND=%s)\n", hxs_backend_name(backend), hxs_backend_name(cfg.backend));

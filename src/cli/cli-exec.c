@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,38 @@ static void write_all(int fd, const char *p, size_t n)
                 p += w;
                 n -= (size_t)w;
         }
+}
+
+/* Plain mode: the program's bytes go to ours as they are read (up to MAX_STREAM_BYTES),
+ * then, for a killed program, the engine's line saying why. */
+static void print_output(void *userdata, int stream, const void *data, size_t len)
+{
+        (void)userdata;
+        write_all(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, data, len);
+}
+
+static int run_streaming(hxs_engine *engine, const hxs_request *req, hxs_result *res, hxs_error *err)
+{
+        hxs_exec *x;
+        int r = hxs_exec_start(engine, req, &x, err);
+        if (r < 0)
+                return r;
+        hxs_exec_set_output(x, print_output, NULL);
+        while (!hxs_exec_done(x)) {
+                struct pollfd p = { .fd = hxs_exec_fd(x), .events = POLLIN };
+                if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+                        r = -errno;
+                        err->kind = HXS_ERR_INTERNAL;
+                        err->errnum = -r;
+                        snprintf(err->message, sizeof(err->message), "poll: %s", strerror(-r));
+                        hxs_exec_free(x);
+                        return r;
+                }
+                hxs_exec_process(x);
+        }
+        r = hxs_exec_take_result(x, res, err);
+        hxs_exec_free(x);
+        return r;
 }
 
 _printf_(1, 2) static int fail(const char *fmt, ...)
@@ -243,7 +276,7 @@ int hxs_cli_exec(int argc, char **argv)
         if (hxs_engine_new(&cfg, &engine, &err) < 0)
                 return fail("%s", err.message);
         hxs_result res = { 0 };
-        r = hxs_run(engine, req, &res, &err);
+        r = json ? hxs_run(engine, req, &res, &err) : run_streaming(engine, req, &res, &err);
         hxs_engine_free(engine);
         if (r < 0)
                 return fail("%s", err.message);
@@ -258,16 +291,8 @@ int hxs_cli_exec(int argc, char **argv)
                 write_all(STDOUT_FILENO, text, len);
                 write_all(STDOUT_FILENO, "\n", 1);
                 free(text);
-        } else {
-                write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-                write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
-                if (res.timed_out)
-                        fprintf(stderr, "hexr-sandbox: time limit reached (%u s)\n", hxs_request_timeout_s(req));
-                else if (res.oom_killed)
-                        fprintf(stderr, "hexr-sandbox: memory limit reached (%u MB)\n", hxs_request_memory_mb(req));
-                if (res.stdout_truncated || res.stderr_truncated)
-                        fprintf(stderr, "hexr-sandbox: output cut at %u bytes per stream\n", cfg.max_output_bytes);
         }
+        /* in plain mode everything, the kill line included, was printed as it came */
         int code = res.exit_code;
         hxs_result_clear(&res);
         return code;

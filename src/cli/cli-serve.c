@@ -6,7 +6,6 @@
  */
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -93,10 +92,10 @@ int hxs_cli_serve(int argc, char **argv)
         }
         /* In a container, refuse to start without what sandboxes need, rather than fail
          * every execution. */
-        char *lacks = hxs_server_host_lacks(&cfg);
-        if (lacks) {
-                fprintf(stderr, "hexr-sandbox: %s\n", lacks);
-                free(lacks);
+        hxs_container_report box;
+        if (hxs_container_check(&cfg, &box)) {
+                fprintf(stderr, "hexr-sandbox: this container (%s) lacks what sandboxes need: %s. "
+                        "See docs/deploy.md for the flags.\n", box.why, box.lacks);
                 return EXIT_FAILURE_RUNTIME;
         }
         r = hxs_server_new(&cfg, &srv, &err);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A growable byte buffer with a hard cap: what goes past the cap is dropped and
- * counted, never buffered. Holds untrusted program output. */
+/* A byte buffer with a hard cap that keeps the head and the tail: the first half of
+ * the cap as it came, the last half as a ring, and what fell between them counted,
+ * never buffered. Holds untrusted program output; the end of a long output (the
+ * answer, the traceback) is what a reader needs most. */
 #pragma once
 
 #include <stdbool.h>
@@ -8,18 +10,22 @@
 #include <sys/types.h>
 
 typedef struct capbuf {
-        char *data;
+        char *data;             /* the head, as it came */
         size_t len, alloc, limit;
-        size_t dropped;         /* bytes seen past the limit */
+        char *tail;             /* the tail: linear until full, then a ring from tail_start */
+        size_t tail_len, tail_alloc, tail_start;
+        size_t dropped;         /* bytes left out between head and tail */
 } capbuf;
 
 void capbuf_init(capbuf *b, size_t limit);
 void capbuf_free(capbuf *b);
-/* Appends what fits; counts the rest as dropped. -ENOMEM only. */
+/* Keeps what the head and tail hold; counts what falls out. -ENOMEM only. */
 int capbuf_append(capbuf *b, const void *p, size_t n);
 /* Reads once from a non-blocking fd into the buffer. Returns bytes read (>0),
  * 0 at EOF, -EAGAIN when nothing is ready, other -errno on error. */
 ssize_t capbuf_read_fd(capbuf *b, int fd);
 static inline bool capbuf_truncated(const capbuf *b) { return b->dropped > 0; }
-/* Hands the bytes out as a NUL-terminated string (never NULL); resets the buffer. */
+/* Hands the bytes out as a NUL-terminated string (never NULL): the head, then, when
+ * something was left out, the line "\n[hexr-sandbox: N bytes left out]\n", then the
+ * tail. Resets the buffer (dropped stays, for the caller to report). NULL on ENOMEM. */
 char *capbuf_steal(capbuf *b, size_t *ret_len);

@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -77,6 +78,18 @@ static const setting settings[] = {
           SET_BYTES, U32(max_output_bytes), 1024, 256u << 20 },
         { { "MAX_STDIN_BYTES", "1M", "largest stdin a request may send" },
           SET_BYTES, U32(max_stdin_bytes), 0, 256u << 20 },
+        { { "MAX_STREAM_BYTES", "64M", "most a program may print on stdout and stderr together (streamed in full); past it, it is killed; at least MAX_OUTPUT_BYTES" },
+          SET_BYTES, U32(max_stream_bytes), 1024, 4095u << 20 },
+        { { "MAX_FILES", "100", "most files a request may send into the sandbox" },
+          SET_UINT, U32(max_files), 0, 10000 },
+        { { "MAX_FILE_BYTES", "64M", "largest file a request may send" },
+          SET_BYTES, U32(max_file_bytes), 0, 1u << 30 },
+        { { "MAX_FILES_BYTES", "128M", "total size of the files a request sends (they also count against SANDBOX_TMPFS_MB)" },
+          SET_BYTES, U32(max_files_bytes), 0, 4095u << 20 },
+        { { "MAX_RETURN_FILES", "100", "most files a result returns (output/ and return_files); the rest are not listed" },
+          SET_UINT, U32(max_return_files), 0, 10000 },
+        { { "MAX_RETURN_BYTES", "32M", "total content of the files a result returns; files past it are listed as truncated" },
+          SET_BYTES, U32(max_return_bytes), 0, 1u << 30 },
         { { "MAX_ENV_VARS", "256", "most env_vars a request may set" },
           SET_UINT, U32(max_env_vars), 0, 100000 },
         { { "MAX_ENV_BYTES", "64k", "total size of env_vars names and values" },
@@ -415,6 +428,11 @@ static int config_check(hxs_config *cfg, hxs_error *err)
                 cfg->default_timeout_s = cfg->max_timeout_s;
         if (cfg->default_memory_mb > cfg->max_memory_mb)
                 cfg->default_memory_mb = cfg->max_memory_mb;
+        if (cfg->max_stream_bytes < cfg->max_output_bytes)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "MAX_STREAM_BYTES",
+                                      "MAX_STREAM_BYTES: %" PRIu32 " is below MAX_OUTPUT_BYTES (%" PRIu32
+                                      "): a program may print at least what a result keeps",
+                                      cfg->max_stream_bytes, cfg->max_output_bytes);
         if (cfg->state_dir[0] != '/')
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "STATE_DIR",
                                       "STATE_DIR: must be an absolute path");

@@ -41,8 +41,9 @@ typedef struct backend_ops {
         const char *name;
         unsigned features;                      /* BACKEND_* */
         size_t exec_size;                       /* per-execution state at x->priv */
-        /* Could it run here with cfg? false with the reason in why. Nothing is kept. */
-        bool (*usable)(const hxs_config *cfg, char *why, size_t why_size);
+        /* Could it run here with cfg? 0, or a negative errno and err naming the first
+         * thing missing. Nothing is kept. */
+        int (*usable)(const hxs_config *cfg, hxs_error *err);
         /* Appends doctor's lines about what this host offers it, from n; returns the
          * new count. NULL: another entry's lines cover it. */
         size_t (*probe)(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);

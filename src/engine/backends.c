@@ -32,19 +32,19 @@ const backend_entry *backend_pick_in(const backend_entry *table, size_t n, hxs_c
         }
         if (cfg->backend != HXS_BACKEND_AUTO)
                 return fallback;
-        char why[160] = "";
+        hxs_error why = { 0 };
         for (size_t i = 0; i < n; i++) {
                 if (table[i].for_auto != BACKEND_AUTO_CANDIDATE)
                         continue;
                 hxs_config kvm_cfg = *cfg;
                 kvm_cfg.vm_accel = HXS_VM_ACCEL_KVM;
-                if (table[i].ops->usable(&kvm_cfg, why, sizeof(why))) {
+                if (table[i].ops->usable(&kvm_cfg, &why) == 0) {
                         cfg->vm_accel = HXS_VM_ACCEL_KVM;
                         snprintf(note, note_size, "auto: %s with KVM", table[i].ops->name);
                         return &table[i];
                 }
         }
-        snprintf(note, note_size, "auto: %s (%s)", fallback->ops->name, why);
+        snprintf(note, note_size, "auto: %s (%s)", fallback->ops->name, why.message);
         return fallback;
 }
 

@@ -26,8 +26,12 @@ struct hxs_exec {
         char wheelhouse_dir[256];       /* installer only: read-only at /wheelhouse */
         char target_dir[512];           /* installer only: writable at /target */
         hxs_packages_source packages;
-        /* progress */
+        /* progress: what it printed (output.c) */
         capbuf out, err;
+        hxs_output_fn out_fn;           /* the streaming callback, if any */
+        void *out_userdata;
+        uint64_t printed;               /* both streams, against MAX_STREAM_BYTES */
+        bool output_limited;            /* killed past it */
         bool timed_out, killed, done, setup_failed, taken;
         hxs_error setup_error;
         hxs_result result;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What a container must give the service for sandboxes to run (see hostcheck.h and
- * docs/deploy.md). Each check names the missing piece and the way to provide it:
+ * What a container must give the service for sandboxes to run: hxs_container_check
+ * (sandbox.h, docs/deploy.md). Each check names the missing piece and the way to
+ * provide it:
  *
  *   capabilities  CAP_SETUID/CAP_SETGID to write a sandbox's id maps to other host
  *                 uids; for warm templates also CAP_SYS_ADMIN (the id maps of user
@@ -29,8 +30,8 @@
 #include <linux/capability.h>
 
 #include "core/macro.h"
-#include "engine/hostcheck.h"
 #include "core/uids.h"
+#include "hexr-sandbox/sandbox.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
@@ -52,7 +53,8 @@ static void item(char *msg, size_t cap, size_t *n, const char *fmt, ...)
         (*n)++;
 }
 
-bool hxs_in_container(char *ret_why, size_t cap)
+/* Are we in a container? When so, ret_why says what shows it. */
+static bool in_container(char *ret_why, size_t cap)
 {
         const char *why = NULL;
         const char *env = getenv("container");
@@ -65,7 +67,7 @@ bool hxs_in_container(char *ret_why, size_t cap)
                 why = "/.dockerenv exists";
         else if (getenv("KUBERNETES_SERVICE_HOST"))
                 why = "KUBERNETES_SERVICE_HOST is set";
-        if (why && ret_why)
+        if (why)
                 snprintf(ret_why, cap, "%s", why);
         return why != NULL;
 }
@@ -301,15 +303,17 @@ static void check_namespaces(char *msg, size_t cap, size_t *n)
         }
 }
 
-size_t hxs_hostcheck(const hxs_config *cfg, char *msg, size_t cap)
+bool hxs_container_check(const hxs_config *cfg, hxs_container_report *ret)
 {
         size_t n = 0;
 
-        if (cap)
-                msg[0] = '\0';
-        check_caps(cfg, msg, cap, &n);
-        check_ids(cfg, msg, cap, &n);
-        check_cgroups(msg, cap, &n);
-        check_namespaces(msg, cap, &n);
-        return n;
+        *ret = (hxs_container_report){ 0 };
+        if (!in_container(ret->why, sizeof(ret->why)))
+                return false;
+        check_caps(cfg, ret->lacks, sizeof(ret->lacks), &n);
+        check_ids(cfg, ret->lacks, sizeof(ret->lacks), &n);
+        check_cgroups(ret->lacks, sizeof(ret->lacks), &n);
+        check_namespaces(ret->lacks, sizeof(ret->lacks), &n);
+        ret->missing = n;
+        return n > 0;
 }

@@ -406,6 +406,27 @@ static void put(json_t *obj, const char *key, json_t *value, bool *ok)
                 *ok = false;
 }
 
+static long long clamp_ll(uint64_t v) { return v > LLONG_MAX ? LLONG_MAX : (long long)v; }
+
+/* null when the program ended by itself, else {"type", "message"} */
+static json_t *end_to_json(const hxs_result *res)
+{
+        if (res->end == HXS_END_EXITED)
+                return json_null();
+        json_t *e = json_object();
+        bool ok = e != NULL;
+        if (!e)
+                return NULL;
+        put(e, "type", json_string(hxs_end_reason_name(res->end)), &ok);
+        put(e, "message", hxs_json_string_lossy(res->end_message,
+                                                strnlen(res->end_message, sizeof(res->end_message))), &ok);
+        if (!ok) {
+                json_decref(e);
+                return NULL;
+        }
+        return e;
+}
+
 json_t *hxs_result_to_json(const hxs_result *res, const char *id)
 {
         json_t *o = json_object();
@@ -429,6 +450,9 @@ json_t *hxs_result_to_json(const hxs_result *res, const char *id)
         put(o, "signal", res->signal ? json_integer(res->signal) : json_null(), &ok);
         put(o, "stdout_truncated", json_boolean(res->stdout_truncated), &ok);
         put(o, "stderr_truncated", json_boolean(res->stderr_truncated), &ok);
+        put(o, "stdout_omitted_bytes", json_integer(clamp_ll(res->stdout_omitted)), &ok);
+        put(o, "stderr_omitted_bytes", json_integer(clamp_ll(res->stderr_omitted)), &ok);
+        put(o, "error", end_to_json(res), &ok);
         if (id)
                 put(o, "id", json_string(id), &ok);
         if (!ok) {
@@ -510,16 +534,28 @@ char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
         if (res->signal)
                 snprintf(sig, sizeof(sig), "%d", res->signal);
 
+        /* error: null, or the end reason and its message (plain ASCII, escaped anyway) */
+        char error[sizeof(res->end_message) * 6 + 64] = "null";
+        if (res->end != HXS_END_EXITED) {
+                const char *type = hxs_end_reason_name(res->end);
+                size_t el = (size_t)snprintf(error, sizeof(error), "{\"type\":\"%s\",\"message\":", type);
+                size_t ml = strnlen(res->end_message, sizeof(res->end_message));
+                el += put_string(error + el, res->end_message, ml);
+                error[el++] = '}';
+                error[el] = '\0';
+        }
         /* everything but the two outputs and the id */
-        char tail[400];
+        char tail[400 + sizeof(error)];
         int tl = snprintf(tail, sizeof(tail),
                           ",\"exit_code\":%d,\"execution_time_ms\":%lld,\"memory_used_mb\":%lld,"
                           "\"timed_out\":%s,\"oom_killed\":%s,\"signal\":%s,"
-                          "\"stdout_truncated\":%s,\"stderr_truncated\":%s",
+                          "\"stdout_truncated\":%s,\"stderr_truncated\":%s,"
+                          "\"stdout_omitted_bytes\":%lld,\"stderr_omitted_bytes\":%lld,\"error\":%s",
                           res->exit_code, etime, mem, res->timed_out ? "true" : "false",
                           res->oom_killed ? "true" : "false", sig,
                           res->stdout_truncated ? "true" : "false",
-                          res->stderr_truncated ? "true" : "false");
+                          res->stderr_truncated ? "true" : "false",
+                          clamp_ll(res->stdout_omitted), clamp_ll(res->stderr_omitted), error);
         if (tl < 0 || (size_t)tl >= sizeof(tail))
                 return NULL;
         size_t idl = id ? put_string(NULL, id, strlen(id)) : 0;

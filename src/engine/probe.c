@@ -88,10 +88,11 @@ size_t hxs_probe_host(const hxs_config *cfg, hxs_probe_item *items, size_t max,
                         n = table[i].ops->probe(cfg, items, max, n);
         /* the same choice as the engine's */
         hxs_config resolved = *cfg;
-        char note[240], why[240];
+        char note[240];
+        hxs_error why = { 0 };
         const backend_entry *b = backend_pick(&resolved, note, sizeof(note));
         *ret_backend = b->kind;
-        *ret_runnable = b->ops->usable(&resolved, why, sizeof(why));
+        *ret_runnable = b->ops->usable(&resolved, &why) == 0;
         n = probe_runtimes(&resolved, b, items, max, n, ret_runnable);
         if (cfg->packages_wheelhouse[0]) {
                 hxs_error werr = { 0 };

@@ -13,6 +13,11 @@ void hxs_result_clear(hxs_result *res)
                 return;
         free(res->stdout_data);
         free(res->stderr_data);
+        for (size_t i = 0; i < res->n_files; i++) {
+                free(res->files[i].path);
+                free(res->files[i].data);
+        }
+        free(res->files);
         memset(res, 0, sizeof(*res));
 }
 

@@ -18,8 +18,11 @@ int hxs_exec_env(const hxs_request *req, const char *pythonpath, char ***ret)
 {
         /* MPLBACKEND: matplotlib draws with Agg (no display, no GUI toolkit probed), in
          * Python and in any Python a Bash or Node program starts */
+        /* PYTHONUNBUFFERED: what a Python program prints reaches the pipe at once, so a
+         * kill at a limit loses none of it (measured: no slower on a 10^6-line print) */
         static const char *const fixed[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
-                                             ("HOME=" HXS_SANDBOX_HOME), "LANG=C.UTF-8", "MPLBACKEND=Agg" };
+                                             ("HOME=" HXS_SANDBOX_HOME), "LANG=C.UTF-8", "MPLBACKEND=Agg",
+                                             "PYTHONUNBUFFERED=1" };
         size_t n = 0, max = ARRAY_SIZE(fixed) + req->n_env + 2;
         bool pythonpath_done = !pythonpath;
         char **env = calloc(max, sizeof(char *));

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/capbuf.h"
+#include "engine/output.h"
 #include "core/error.h"
 #include "core/fileio.h"
 #include "engine/backend.h"
@@ -347,14 +348,18 @@ static void read_report(hxs_exec *x)
         epoll_close(x->epfd, &nx->report_fd);
 }
 
-static void read_output(hxs_exec *x, int *fd, capbuf *b)
+static void read_output(hxs_exec *x, int *fd, int stream)
 {
+        char chunk[65536];
         /* bounded per call so one flooding sandbox cannot starve the loop */
         for (int i = 0; i < 16; i++) {
-                ssize_t n = capbuf_read_fd(b, *fd);
-                if (n > 0)
+                ssize_t n = read(*fd, chunk, sizeof(chunk));
+                if (n > 0) {
+                        if (exec_output(x, stream, chunk, (size_t)n))
+                                ns_kill(x); /* past MAX_STREAM_BYTES */
                         continue;
-                if (n == -EAGAIN)
+                }
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
                 epoll_close(x->epfd, fd);
                 return;
@@ -407,10 +412,7 @@ static void finish(hxs_exec *x)
         hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
         res->warm = nx->warm;
         res->packages = x->packages;
-        res->stdout_truncated = capbuf_truncated(&x->out);
-        res->stderr_truncated = capbuf_truncated(&x->err);
-        res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);
-        res->stderr_data = capbuf_steal(&x->err, &res->stderr_len);
+        exec_result_output(x);
         x->done = true;
         /* the namespace is gone; make sure the cgroup is too */
         ns_kill(x);
@@ -427,10 +429,10 @@ static int ns_process(hxs_exec *x)
         for (int i = 0; i < n && !x->done; i++) {
                 switch (evs[i].data.u64) {
                 case TAG_STDOUT:
-                        read_output(x, &nx->stdout_fd, &x->out);
+                        read_output(x, &nx->stdout_fd, 1);
                         break;
                 case TAG_STDERR:
-                        read_output(x, &nx->stderr_fd, &x->err);
+                        read_output(x, &nx->stderr_fd, 2);
                         break;
                 case TAG_STDIN:
                         write_stdin(x);
@@ -454,7 +456,8 @@ static int ns_process(hxs_exec *x)
                         (void)!read(nx->timer_fd, &ticks, sizeof(ticks));
                         if (!nx->reaped || nx->report_fd >= 0) {
                                 /* time is up: the whole sandbox goes */
-                                x->timed_out = !nx->reaped;
+                                /* an output-limit kill already under way stays what it is */
+                                x->timed_out = !nx->reaped && !x->output_limited;
                                 ns_kill(x);
                                 if (x->timed_out)
                                         timerfd_arm_ms(nx->timer_fd, DRAIN_GRACE_MS);

@@ -90,15 +90,14 @@ size_t ns_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t
         return ns_probe_items(items, max, n, cfg, &ok);
 }
 
-bool ns_usable(const hxs_config *cfg, char *why, size_t why_size)
+int ns_usable(const hxs_config *cfg, hxs_error *err)
 {
         hxs_probe_item items[8];
         bool ok = true;
         size_t n = ns_probe_items(items, ARRAY_SIZE(items), 0, cfg, &ok);
         for (size_t i = 0; i < n && !ok; i++)
-                if (items[i].status == HXS_PROBE_MISSING) {
-                        snprintf(why, why_size, "%s: %s", items[i].name, items[i].detail);
-                        break;
-                }
-        return ok;
+                if (items[i].status == HXS_PROBE_MISSING)
+                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOTSUP, "%s: %s", items[i].name,
+                                        items[i].detail);
+        return 0;
 }

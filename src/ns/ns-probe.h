@@ -9,5 +9,5 @@
 
 /* doctor's lines: privileges, namespaces, cgroups, seccomp, landlock. */
 size_t ns_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);
-/* Whether sandboxes can run here; why names the first thing missing. */
-bool ns_usable(const hxs_config *cfg, char *why, size_t why_size);
+/* Whether sandboxes can run here: 0, or -ENOTSUP and err naming the first thing missing. */
+int ns_usable(const hxs_config *cfg, hxs_error *err);

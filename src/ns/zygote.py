@@ -87,6 +87,19 @@ def _exit_status(code, sys):
     return 1
 
 
+def _unbuffered(sys):
+    # as python3 -u sets them up: every write reaches the pipe at once, so that a kill
+    # at a limit loses nothing the program printed
+    import io
+
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        new = io.TextIOWrapper(io.FileIO(fd, "wb", closefd=False), encoding=old.encoding,
+                               errors=old.errors, line_buffering=False, write_through=True)
+        setattr(sys, name, new)
+        setattr(sys, "__%s__" % name, new)
+
+
 def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
     code_path, env = program
     # the request's environment, as the C side set it
@@ -107,6 +120,8 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()
+    if os.environ.get("PYTHONUNBUFFERED"):
+        _unbuffered(sys)
     sys.argv[:] = [code_path]
     sys.orig_argv[:] = [sys.executable, code_path]
     main = sys.modules["__main__"].__dict__

@@ -117,8 +117,7 @@ static void setup_failed(call *c, const hxs_error *err)
         if (status == 500)
                 metrics_execution(&srv->m, c->language, OUTCOME_SETUP_FAILED, 0);
         else
-                metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND :
-                                        status == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+                metrics_reject(&srv->m, status == 422 ? REJECT_NOT_FOUND : REJECT_INVALID);
         call_set_engine_error(c, err, "the sandbox could not be set up");
         log_call(c, NULL, status == 500 ? "setup_failed" : "rejected", code);
         if (status == 500) {
@@ -139,6 +138,8 @@ static int start(call *c)
         int r = hxs_exec_start(srv->engine, c->req, &c->exec, &err);
         if (r >= 0 && c->wants_stream) {
                 r = stream_begin(c);
+                if (r >= 0)
+                        hxs_exec_set_output(c->exec, stream_output, c);
                 if (r < 0) {
                         hxs_exec_kill(c->exec);
                         hxs_exec_free(c->exec);

@@ -48,7 +48,6 @@ const char *call_error_code_of(const hxs_error *err)
 {
         switch (call_status_of(err)) {
         case 400: return "invalid_request";
-        case 413: return "too_large";
         case 422: return "not_found";
         default: break;
         }

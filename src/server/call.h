@@ -96,8 +96,9 @@ TAILQ_HEAD(call_list, call);
 
 /* Prepares an error reply {"error":{"code":..,"message":..}} in c. */
 void call_set_error(call *c, unsigned status, const char *code, const char *message);
-/* HTTP status for an engine error kind: 400, 413, 422 or 500; and the error code of
- * the JSON body (invalid_request, too_large, not_found, sandbox_setup_failed...). */
+/* HTTP status for an engine error kind: 400, 422 or 500; and the error code of the
+ * JSON body (invalid_request, not_found, sandbox_setup_failed...). 413 is the
+ * service's own (a body over MAX_BODY_BYTES, http.c): no engine error maps to it. */
 unsigned call_status_of(const hxs_error *err);
 const char *call_error_code_of(const hxs_error *err);
 /* The error reply for an engine error: its status, its code, its message (fallback

@@ -472,7 +472,7 @@ static enum MHD_Result on_complete(call *c)
         free(c->body);
         c->body = NULL;
         if (r < 0) {
-                metrics_reject(&srv->m, call_status_of(&err) == 413 ? REJECT_TOO_LARGE : REJECT_INVALID);
+                metrics_reject(&srv->m, REJECT_INVALID);
                 call_set_engine_error(c, &err, "");
                 return send_reply(c);
         }

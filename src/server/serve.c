@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "engine/hostcheck.h"
 #include "server/admission.h"
 #include "server/auth.h"
 #include "server/callers.h"
@@ -138,6 +137,41 @@ static void mhd_ready(watch *w, uint32_t events)
 {
 }
 
+/* The microVM pool boots on its own thread and the library does not print: a failed
+ * boot shows in /health and /metrics, and here as one log line each time the count has
+ * risen since the last look, with the last reason. Looked at every POOL_CHECK_MS, and
+ * never again once the first look finds no pool (the namespace backend has none). */
+#define POOL_CHECK_MS 1000
+
+static uint64_t pool_deadline(void *data)
+{
+        hxs_server *srv = data;
+        return srv->pool_check_ms;
+}
+
+static void pool_tick(void *data, uint64_t now)
+{
+        hxs_server *srv = data;
+        hxs_engine_stats st;
+
+        if (now < srv->pool_check_ms)
+                return;
+        hxs_engine_stats_get(srv->engine, &st);
+        if (st.vm_boot_failures > srv->pool_failures_logged) {
+                log_line("vm_pool", "booting a microVM failed (%lu failed boots so far): %s",
+                         st.vm_boot_failures, st.vm_last_boot_error);
+                srv->pool_failures_logged = st.vm_boot_failures;
+        }
+        srv->pool_check_ms = st.vm_pool_target || st.vm_boot_failures ? now + POOL_CHECK_MS : UINT64_MAX;
+}
+
+static void pool_watch(hxs_server *srv)
+{
+        srv->pool_check_ms = 0;
+        srv->pool_hook = (loop_hook){ .next_deadline = pool_deadline, .tick = pool_tick, .data = srv };
+        loop_hook_add(srv->loop, &srv->pool_hook);
+}
+
 /* TLS 1.2 and 1.3 only. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
@@ -247,20 +281,6 @@ static void settle(hxs_config *cfg)
         }
 }
 
-char *hxs_server_host_lacks(const hxs_config *cfg)
-{
-        char why[80], missing[2048], *text = NULL;
-        hxs_config settled = *cfg;
-
-        settle(&settled);
-        if (!hxs_in_container(why, sizeof(why)) || hxs_hostcheck(&settled, missing, sizeof(missing)) == 0)
-                return NULL;
-        if (asprintf(&text, "this container (%s) lacks what sandboxes need: %s. "
-                     "See docs/deploy.md for the flags.", why, missing) < 0)
-                return strdup("this container lacks what sandboxes need (out of memory to say what)");
-        return text;
-}
-
 /* A setting the service itself checks (TLS, identities) is wrong: exit status 2. */
 static int fail_setting(hxs_error *err, int r)
 {
@@ -299,10 +319,12 @@ static int open_all(hxs_server *srv, hxs_error *err)
                 uint32_t max = srv->cfg.max_concurrent, keep = max / 4 ? max / 4 : 1;
                 share = max > keep ? max - keep : 1;
         }
-        /* Hooks tick in this order: admission (slots freed), conn (deadlines), MHD. */
+        /* Hooks tick in this order: admission (slots freed), conn (deadlines), streams,
+         * the pool's log, MHD. */
         if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
             conn_setup(srv) < 0 || stream_setup(srv) < 0)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        pool_watch(srv);
         r = start_mhd(srv);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen.text);

@@ -15,10 +15,6 @@
 
 typedef struct hxs_server hxs_server;
 
-/* In a container: what sandboxes need and this one lacks (hostcheck), as a sentence to
- * print; NULL when nothing is missing or this is no container. The caller frees it. */
-char *hxs_server_host_lacks(const hxs_config *cfg);
-
 /* The service for cfg (copied): engine, listening socket, TLS, identities, MHD.
  * Returns 0 and the server in *ret, or a negative errno and err: kind HXS_ERR_INVALID
  * when a setting is wrong (the message names it), another kind when the service could

@@ -57,6 +57,9 @@ typedef struct hxs_server {
         int sigfd;
         watch sig_watch, mhd_watch;
         loop_hook mhd_hook;
+        loop_hook pool_hook;            /* logs the microVM pool's failed boots (serve.c) */
+        uint64_t pool_check_ms;         /* when next; UINT64_MAX: no pool to watch */
+        unsigned long pool_failures_logged;
 
         listener listen;                /* the socket MHD accepts on */
 

@@ -50,7 +50,6 @@ typedef struct stream {
         bool queued;                    /* the response is on the connection */
         bool ended;                     /* the last event is in out */
         bool gone;                      /* the client went away */
-        bool any_output;                /* the engine streamed output to us */
         TAILQ_ENTRY(stream) link;
 } stream;
 
@@ -253,30 +252,12 @@ void stream_output(void *userdata, int which, const void *data, size_t len)
 
         if (!s || s->ended || s->gone || (which != 1 && which != 2))
                 return;
-        s->any_output = true;
         if (s->out.len - s->out.off > STREAM_PENDING_MAX) {
                 s->dropped += len;
                 return;
         }
         add_output(s, which, data, len, false);
         wake(s);
-}
-
-/* Before the engine streams output to us, a stream still shows the program's output:
- * from the result, just before it. */
-static void add_result_output(stream *s, json_t *res)
-{
-        static const char *const names[2] = { "stdout", "stderr" };
-
-        for (int i = 0; i < 2; i++) {
-                const char *text = json_string_value(json_object_get(res, names[i]));
-                if (!text || !*text)
-                        continue;
-                json_t *o = json_pack("{s:s}", "text", text);
-                _cleanup_free_ char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
-                json_decref(o);
-                add_event(s, names[i], json);
-        }
 }
 
 static void add_files(stream *s, json_t *res)
@@ -300,8 +281,6 @@ void stream_end(call *c)
         add_output(s, 2, NULL, 0, true);
         if (c->status == 200 && c->reply) {
                 json_t *res = json_loadb(c->reply, c->reply_len, 0, NULL);
-                if (res && !s->any_output)
-                        add_result_output(s, res);
                 if (res)
                         add_files(s, res);
                 json_decref(res);

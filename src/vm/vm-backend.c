@@ -20,6 +20,7 @@
 #include "core/fileio.h"
 #include "core/macro.h"
 #include "engine/backend.h"
+#include "engine/output.h"
 #include "engine/runtime.h"
 #include "vm/vm.h"
 
@@ -185,17 +186,14 @@ static void finish(hxs_exec *x)
         } else if (x->timed_out) {
                 hxs_result_set_status(res, 0, false, true, false);
                 x->setup_failed = false;
-        } else if (x->killed) {
+        } else if (x->killed || x->output_limited) {
                 hxs_result_set_status(res, SIGKILL, true, false, false);
                 x->setup_failed = false;
         } else {
                 set_failure(x, "the microVM stopped without reporting a result", "");
         }
         res->warm = vx->pooled;
-        res->stdout_truncated = capbuf_truncated(&x->out);
-        res->stderr_truncated = capbuf_truncated(&x->err);
-        res->stdout_data = capbuf_steal(&x->out, &res->stdout_len);
-        res->stderr_data = capbuf_steal(&x->err, &res->stderr_len);
+        exec_result_output(x);
         x->done = true;
         if (vx->job) {
                 (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, vx->job_fd, NULL);
@@ -328,10 +326,10 @@ static bool receive(hxs_exec *x)
                 case HXP_READY:
                         break;
                 case HXP_STDOUT:
-                        (void)capbuf_append(&x->out, f.payload, f.len);
-                        break;
                 case HXP_STDERR:
-                        (void)capbuf_append(&x->err, f.payload, f.len);
+                        /* past MAX_STREAM_BYTES the VM goes (finish) */
+                        if (exec_output(x, f.type == HXP_STDOUT ? 1 : 2, f.payload, f.len))
+                                return true;
                         break;
                 case HXP_EXIT:
                         if (hxp_exit_decode(f.payload, f.len, &vx->ex) < 0) {

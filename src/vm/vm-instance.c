@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One microVM's life on the host side, whatever the hypervisor. */
+/* One microVM's life on the host side, whatever the hypervisor: the driver starts it
+ * (vm_qemu_spawn, vm_firecracker_spawn), then HELLO, READY, frames and destruction. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -71,28 +72,6 @@ int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
         return 0;
 }
 
-int vm_cgroup_create(const vm_host *h, const cg_limits *lim, cg_exec *ret, char *name, size_t name_size,
-                     hxs_error *err)
-{
-        int r = cg_exec_create(h->cg, lim, ret, err);
-        if (r < 0)
-                return hxs_wrap(err, r, "the microVM's cgroup");
-        if (name)
-                cg_exec_name(ret, name, name_size);
-        return 0;
-}
-
-void vm_cgroup_destroy(vm_instance *v)
-{
-        if (!v->have_cg)
-                return;
-        cg_exec_kill(&v->cg);
-        /* v1 lets go of a cgroup a moment after its last task was reaped */
-        for (int i = 0; i < 100 && cg_exec_remove(&v->cg) == -EBUSY; i++)
-                usleep(2000);
-        v->have_cg = false;
-}
-
 void vm_destroy(vm_instance *v)
 {
         if (v->pidfd >= 0) {
@@ -155,24 +134,6 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret)
                 v->rlen += (size_t)got;
                 have_read = true;
         }
-}
-
-void vm_stderr_text(vm_instance *v, char *buf, size_t size)
-{
-        if (v->err_fd < 0 || size == 0)
-                return;
-        size_t len = strlen(buf);
-        while (len + 1 < size) {
-                ssize_t n = read(v->err_fd, buf + len, size - 1 - len);
-                if (n <= 0)
-                        break;
-                len += (size_t)n;
-        }
-        buf[len] = '\0';
-        /* one line for an error message */
-        for (char *p = buf; *p; p++)
-                if (*p == '\n' || *p == '\r' || (unsigned char)*p < 0x20)
-                        *p = ' ';
 }
 
 int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size)

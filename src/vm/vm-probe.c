@@ -36,22 +36,15 @@ size_t vm_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t
         return probe_add(items, max, n, "vm image", HXS_PROBE_OK, "%s", cfg->vm_image_dir);
 }
 
-static bool usable(const hxs_config *cfg, hxs_backend_kind kind, char *why, size_t why_size)
+/* vm_host_init checks everything a microVM needs and keeps nothing. */
+int vm_qemu_usable(const hxs_config *cfg, hxs_error *err)
 {
         vm_host h;
-        hxs_error err = { 0 };
-        if (vm_host_init(&h, cfg, kind, &err) == 0)
-                return true;
-        snprintf(why, why_size, "%s", err.message);
-        return false;
+        return vm_host_init(&h, cfg, HXS_BACKEND_QEMU, err);
 }
 
-bool vm_qemu_usable(const hxs_config *cfg, char *why, size_t why_size)
+int vm_firecracker_usable(const hxs_config *cfg, hxs_error *err)
 {
-        return usable(cfg, HXS_BACKEND_QEMU, why, why_size);
-}
-
-bool vm_firecracker_usable(const hxs_config *cfg, char *why, size_t why_size)
-{
-        return usable(cfg, HXS_BACKEND_FIRECRACKER, why, why_size);
+        vm_host h;
+        return vm_host_init(&h, cfg, HXS_BACKEND_FIRECRACKER, err);
 }

@@ -80,9 +80,9 @@ bool vm_kvm_usable(char *why, size_t why_size);
 
 /* doctor's lines: KVM, QEMU, Firecracker, the guest image. */
 size_t vm_probe(const hxs_config *cfg, hxs_probe_item *items, size_t max, size_t n);
-/* Whether vm_host_init would succeed for that backend; why says what it lacks. */
-bool vm_qemu_usable(const hxs_config *cfg, char *why, size_t why_size);
-bool vm_firecracker_usable(const hxs_config *cfg, char *why, size_t why_size);
+/* Whether vm_host_init would succeed for that backend: 0, or its error. */
+int vm_qemu_usable(const hxs_config *cfg, hxs_error *err);
+int vm_firecracker_usable(const hxs_config *cfg, hxs_error *err);
 
 /* ---- one VM (vm-instance.c) --------------------------------------------------- */
 
@@ -100,10 +100,11 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret);
 /* Blocking: waits up to timeout_ms for READY with the right nonce (the pool's
  * thread). 0, -ETIMEDOUT, -EPIPE (the VM died; err_text gets its stderr). */
 int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size);
+
+/* ---- the hypervisor process, for every driver (vm-hypervisor.c) --------------- */
+
 /* Appends the hypervisor's stderr (what it said before dying) to buf. */
 void vm_stderr_text(vm_instance *v, char *buf, size_t size);
-
-/* ---- the hypervisor's cgroups (vm-instance.c) --------------------------------- */
 
 /* Creates a cgroup with these limits in the engine's layout (h->cg): memory (guest
  * RAM plus the VMM's own), pids and a CPU share, joined at birth (see core/cgroup.h),

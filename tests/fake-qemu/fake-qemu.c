@@ -13,7 +13,8 @@
  *                           (ids, capabilities, for each line "connect PATH" of the
  *                           code whether a unix socket at PATH answered, the code, and
  *                           every file it can see outside /proc), then EXIT 0.
- * Then it exits, as a VM powers off.
+ * Then it exits, as a VM powers off. A kernel file that begins with "crash" makes it
+ * die at once instead, saying so on stderr (a guest that never boots).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -165,6 +166,16 @@ int main(int argc, char **argv)
         if (chan < 0) {
                 fprintf(stderr, "fake-qemu: no -chardev socket,id=agent,fd=N\n");
                 return 2;
+        }
+        char head[5] = "";
+        int kfd = open(kernel_path, O_RDONLY | O_CLOEXEC);
+        if (kfd >= 0) {
+                ssize_t n = read(kfd, head, sizeof(head));
+                close(kfd);
+                if (n == (ssize_t)sizeof(head) && memcmp(head, "crash", sizeof(head)) == 0) {
+                        fprintf(stderr, "fake-qemu: the kernel crashed at boot\n");
+                        return 1;
+                }
         }
         signal(SIGPIPE, SIG_IGN);
         fake_agent(chan, "fake-qemu", on_start);

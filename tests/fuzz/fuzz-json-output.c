@@ -212,6 +212,13 @@ static void check_result(const char *out, size_t out_len, const char *err, size_
         res.stdout_truncated = extra & 1;
         res.stderr_truncated = extra & 2;
         const char *id = (extra & 4) ? "0123456789abcdef0123456789abcdef" : NULL;
+        /* the end reason and its message (any bytes, cut at the field's size) */
+        res.end = (hxs_end_reason)((extra >> 3) % HXS_END_MAX);
+        size_t ml = err_len < sizeof(res.end_message) - 1 ? err_len : sizeof(res.end_message) - 1;
+        memcpy(res.end_message, err, ml);
+        res.end_message[ml] = '\0';
+        res.stdout_omitted = (flags & 16) ? UINT64_MAX - extra : extra;
+        res.stderr_omitted = extra >> 1;
 
         json_t *o = hxs_result_to_json(&res, id);
         CHECK(o != NULL);

@@ -235,7 +235,7 @@ def test_host_environment_does_not_leak(start_service: Any) -> None:
         assert "AWS_SECRET_ACCESS_KEY" not in result.stdout, result.stdout
     for result in (warm, cold):
         env = json.loads(result.stdout)["env"]
-        assert set(env) <= {"PATH", "HOME", "LANG", "MPLBACKEND", "PYTHONHASHSEED"}, env
+        assert set(env) <= {"PATH", "HOME", "LANG", "MPLBACKEND", "PYTHONUNBUFFERED", "PYTHONHASHSEED"}, env
 
 
 def test_packages_already_available_are_no_ops() -> None:

@@ -18,7 +18,8 @@ import pytest
 from conftest import get_metrics, http_request, post_exec
 
 RESULT_FIELDS = {"stdout", "stderr", "exit_code", "execution_time_ms", "memory_used_mb", "timed_out",
-                 "oom_killed", "signal", "stdout_truncated", "stderr_truncated", "id"}
+                 "oom_killed", "signal", "stdout_truncated", "stderr_truncated", "stdout_omitted_bytes",
+                 "stderr_omitted_bytes", "error", "id"}
 
 
 @pytest.fixture
@@ -171,7 +172,10 @@ def test_invalid_utf8_output_is_replaced(api):
 def test_output_is_capped_and_flagged(api):
     res = run(api, {"code": "import sys; sys.stdout.write('x' * 3_000_000); print('e', file=sys.stderr)"})
     assert res["stdout_truncated"] is True and res["stderr_truncated"] is False
-    assert res["stdout"] == "x" * (1024 * 1024)  # MAX_OUTPUT_BYTES: the first 1 MiB, exactly
+    # MAX_OUTPUT_BYTES: the first and last half MiB, and the marker between them
+    omitted = 3_000_000 - 1024 * 1024
+    assert res["stdout"] == "x" * (512 * 1024) + "\n[hexr-sandbox: %d bytes left out]\n" % omitted + "x" * (512 * 1024)
+    assert res["stdout_omitted_bytes"] == omitted and res["stderr_omitted_bytes"] == 0
     assert res["stderr"] == "e\n"
 
 

@@ -10,6 +10,7 @@ Run: /usr/bin/python3 -m pytest tests/integration/test_stream.py -q
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -162,3 +163,60 @@ def test_stream_finishes_through_a_drain(start_service):
         conn.close()
     assert events[-1][0] == "result" and events[-1][1]["stdout"] == "done\n", events
     assert svc.wait(60) == 0
+
+
+def test_stream_events_come_while_the_program_runs(start_service):
+    """Order, not timing: the first output event is read while the execution still
+    holds its slot, long before its time limit ends it."""
+    svc = start_service(env={"MAX_CONCURRENT": "1"})
+    conn, resp = stream_exec(svc.url, {"language": "python", "timeout": 20, "code":
+                             "import time\nprint('early', flush=True)\ntime.sleep(30)"})
+    try:
+        assert resp.status == 200
+        # the program's writes may come as several events ("early", then "\n")
+        name, text = None, ""
+        for raw in resp:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[7:]
+                assert name == "stdout", name
+            elif line.startswith("data: ") and name:
+                text += json.loads(line[6:])["text"]
+                if text == "early\n":
+                    break
+        assert text == "early\n", text
+        assert get_metrics(svc.url)["hexr_sandbox_active_executions"] == 1
+    finally:
+        if conn.sock:
+            conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+    wait_for(lambda: get_metrics(svc.url)["hexr_sandbox_active_executions"] == 0, 15, "the slot freed")
+
+
+def test_stream_bytes_that_are_not_utf8_come_as_base64(service_url):
+    conn, resp = stream_exec(service_url, {"language": "bash", "code": "printf 'ok\\n'; printf '\\377\\376'"})
+    try:
+        events, _ = read_events(resp)
+    finally:
+        conn.close()
+    chunks = [d for n, d in events if n == "stdout"]
+    raw = b"".join(base64.b64decode(d["base64"]) if "base64" in d else d["text"].encode() for d in chunks)
+    assert raw == b"ok\n\xff\xfe", chunks
+    assert any("base64" in d for d in chunks), chunks
+
+
+def test_stream_kill_line_and_error(service_url, openapi):
+    """A program the sandbox ends: its stderr events end with the engine's line saying
+    why, and the result's error says the same."""
+    conn, resp = stream_exec(service_url, {"language": "bash", "timeout": 1,
+                                           "code": "echo before; sleep 10"})
+    try:
+        events, _ = read_events(resp)
+    finally:
+        conn.close()
+    result = events[-1][1]
+    assert text_of(events, "stdout") == "before\n"
+    assert text_of(events, "stderr") == result["stderr"]
+    assert result["stderr"].endswith("hexr-sandbox: killed: time limit of 1 s exceeded\n"), result["stderr"]
+    assert result["error"]["type"] == "timeout"
+    openapi.check_events("POST", "/api/v1/exec", events)

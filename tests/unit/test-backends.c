@@ -2,6 +2,7 @@
 /* The backend table's rule (engine/backends.c): a named backend is taken as named,
  * auto takes a candidate only when it is usable with KVM, else the fallback. Fake
  * backends stand in, so the rule is tested apart from this host. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,25 +11,24 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/error.h"
 #include "engine/backend.h"
 
 static bool vm_here;                    /* what the fake microVM backend answers */
 static hxs_vm_accel asked_accel;        /* the acceleration it was asked about */
 static unsigned vm_asked, ns_asked;
 
-static bool fake_vm_usable(const hxs_config *cfg, char *why, size_t why_size)
+static int fake_vm_usable(const hxs_config *cfg, hxs_error *err)
 {
         vm_asked++;
         asked_accel = cfg->vm_accel;
-        if (!vm_here)
-                snprintf(why, why_size, "no /dev/kvm");
-        return vm_here;
+        return vm_here ? 0 : hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENODEV, "no /dev/kvm");
 }
 
-static bool fake_ns_usable(const hxs_config *cfg, char *why, size_t why_size)
+static int fake_ns_usable(const hxs_config *cfg, hxs_error *err)
 {
         ns_asked++;
-        return true;
+        return 0;
 }
 
 static const backend_ops fake_ns = { .name = "ns", .usable = fake_ns_usable };

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Output capping: what passes the cap is dropped and counted, never stored. */
+/* Output capping: head and tail kept, what falls between them counted, never stored. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,18 +30,82 @@ static void test_under_cap(void **state)
 
 static void test_over_cap(void **state)
 {
+        /* the first half of the cap as it came, the last half as it ended, the marker
+         * between them counting what fell out */
         capbuf b;
         capbuf_init(&b, 10);
         for (int i = 0; i < 1000; i++)
                 assert_int_equal(capbuf_append(&b, "abcdefg", 7), 0);
         assert_true(capbuf_truncated(&b));
-        assert_int_equal(b.len, 10);
+        assert_int_equal(b.len + b.tail_len, 10);
         assert_int_equal(b.dropped, 7000 - 10);
-        assert_true(b.alloc <= 11); /* never more than the cap (+NUL) is held */
+        assert_true(b.alloc + b.tail_alloc <= 12); /* never more than the cap (+NULs) is held */
+        size_t len;
+        char *s = capbuf_steal(&b, &len);
+        const char *want = "abcde\n[hexr-sandbox: 6990 bytes left out]\ncdefg";
+        assert_int_equal(len, strlen(want));
+        assert_string_equal(s, want);
+        assert_int_equal(b.dropped, 6990); /* kept for the caller to report */
+        free(s);
+        capbuf_free(&b);
+}
+
+static void test_exactly_the_cap_is_whole(void **state)
+{
+        /* up to the cap nothing is left out, however it arrives */
+        capbuf b;
+        capbuf_init(&b, 10);
+        assert_int_equal(capbuf_append(&b, "0123", 4), 0);
+        assert_int_equal(capbuf_append(&b, "45678", 5), 0);
+        assert_int_equal(capbuf_append(&b, "9", 1), 0);
+        assert_false(capbuf_truncated(&b));
         size_t len;
         char *s = capbuf_steal(&b, &len);
         assert_int_equal(len, 10);
-        assert_memory_equal(s, "abcdefgabc", 10);
+        assert_string_equal(s, "0123456789");
+        free(s);
+        capbuf_free(&b);
+}
+
+static void test_tail_ring_wraps_in_order(void **state)
+{
+        /* pieces of every size against the ring: the tail is always the last bytes, in order */
+        char all[5000];
+        size_t total = 0;
+        capbuf b;
+        capbuf_init(&b, 64);
+        for (size_t piece = 1; total + piece < sizeof(all); piece = piece % 37 + 3) {
+                char buf[64];
+                for (size_t i = 0; i < piece; i++)
+                        buf[i] = (char)('!' + (total + i) % 90);
+                memcpy(all + total, buf, piece);
+                total += piece;
+                assert_int_equal(capbuf_append(&b, buf, piece), 0);
+        }
+        size_t len;
+        char *s = capbuf_steal(&b, &len);
+        char marker[64];
+        int ml = snprintf(marker, sizeof(marker), "\n[hexr-sandbox: %zu bytes left out]\n", total - 64);
+        assert_int_equal(len, 64 + (size_t)ml);
+        assert_memory_equal(s, all, 32);
+        assert_memory_equal(s + 32, marker, (size_t)ml);
+        assert_memory_equal(s + 32 + ml, all + total - 32, 32);
+        free(s);
+        capbuf_free(&b);
+}
+
+static void test_one_huge_piece(void **state)
+{
+        capbuf b;
+        capbuf_init(&b, 8);
+        char big[100];
+        for (int i = 0; i < 100; i++)
+                big[i] = (char)('a' + i % 26);
+        assert_int_equal(capbuf_append(&b, big, sizeof(big)), 0);
+        assert_int_equal(capbuf_append(&b, "XY", 2), 0);
+        size_t len;
+        char *s = capbuf_steal(&b, &len);
+        assert_string_equal(s, "abcd\n[hexr-sandbox: 94 bytes left out]\nuvXY");
         free(s);
         capbuf_free(&b);
 }
@@ -72,7 +137,7 @@ static void test_read_fd(void **state)
         assert_int_equal(capbuf_read_fd(&b, p[0]), -EAGAIN);
         assert_int_equal(write(p[1], "123456", 6), 6);
         assert_int_equal(capbuf_read_fd(&b, p[0]), 6);
-        assert_int_equal(b.len, 4);
+        assert_int_equal(b.len + b.tail_len, 4);
         assert_int_equal(b.dropped, 2);
         close(p[1]);
         assert_int_equal(capbuf_read_fd(&b, p[0]), 0); /* EOF */
@@ -84,6 +149,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_under_cap), cmocka_unit_test(test_over_cap),
+                cmocka_unit_test(test_exactly_the_cap_is_whole), cmocka_unit_test(test_tail_ring_wraps_in_order),
+                cmocka_unit_test(test_one_huge_piece),
                 cmocka_unit_test(test_binary_and_empty), cmocka_unit_test(test_read_fd),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -303,12 +303,16 @@ static void test_result_fields(void **state)
         res.memory_used_mb = 45;
         res.oom_killed = true;
         res.stdout_truncated = true;
+        res.stdout_omitted = 4096;
+        res.end = HXS_END_MEMORY_LIMIT;
+        snprintf(res.end_message, sizeof(res.end_message), "killed: memory limit of 256 MB exceeded");
 
         json_t *o = hxs_result_to_json(&res, "0123456789abcdef0123456789abcdef");
         assert_non_null(o);
         static const char *const keys[] = { "stdout", "stderr", "exit_code", "execution_time_ms",
                                             "memory_used_mb", "timed_out", "oom_killed", "signal",
-                                            "stdout_truncated", "stderr_truncated", "id" };
+                                            "stdout_truncated", "stderr_truncated", "stdout_omitted_bytes",
+                                            "stderr_omitted_bytes", "error", "id" };
         assert_int_equal(json_object_size(o), sizeof(keys) / sizeof(keys[0]));
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
                 if (!json_object_get(o, keys[i]))
@@ -322,6 +326,12 @@ static void test_result_fields(void **state)
         assert_true(json_is_false(json_object_get(o, "timed_out")));
         assert_true(json_is_true(json_object_get(o, "stdout_truncated")));
         assert_true(json_is_false(json_object_get(o, "stderr_truncated")));
+        assert_int_equal(json_integer_value(json_object_get(o, "stdout_omitted_bytes")), 4096);
+        assert_int_equal(json_integer_value(json_object_get(o, "stderr_omitted_bytes")), 0);
+        json_t *e = json_object_get(o, "error");
+        assert_string_equal(json_string_value(json_object_get(e, "type")), "memory_limit");
+        assert_string_equal(json_string_value(json_object_get(e, "message")),
+                            "killed: memory limit of 256 MB exceeded");
         json_decref(o);
 
         /* signal 0 is null; no id, no "id" field; NULL buffers are empty strings */
@@ -331,7 +341,8 @@ static void test_result_fields(void **state)
         assert_non_null(o);
         assert_true(json_is_null(json_object_get(o, "signal")));
         assert_null(json_object_get(o, "id"));
-        assert_int_equal(json_object_size(o), 10);
+        assert_true(json_is_null(json_object_get(o, "error"))); /* ended by itself */
+        assert_int_equal(json_object_size(o), 13);
         assert_string_equal(json_string_value(json_object_get(o, "stdout")), "");
         json_decref(o);
 }

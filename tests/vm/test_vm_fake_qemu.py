@@ -5,6 +5,8 @@ the driver gives it, so nothing is booted and every test here takes seconds.
 - A hostile guest that floods the channel with empty frames does not stall the service:
   /health answers and another execution completes while it floods, and its own time
   limit still ends it.
+- A pooled VM that never boots is logged by the service, one line each time the count of
+  failed boots has risen, with the hypervisor's last words (the library prints nothing).
 - QEMU's jail, seen from inside: its own uid (not the package downloader's), no
   capabilities, a root that holds only QEMU's own files, and no host unix socket in
   reach (sockets the test creates under /tmp and /run).
@@ -113,6 +115,20 @@ def test_a_flooding_guest_does_not_stall_the_service(fake_images, start_service)
     assert res["timed_out"] is True and res["exit_code"] == 124, res
     assert res["stdout"] == "" and res["execution_time_ms"] >= 1000, res
     assert wait_for(lambda: flooder not in fakes_of(svc.proc.pid), 30, "the flooding VM to be destroyed")
+
+
+def test_failed_pool_boots_are_logged_with_their_reason(fake_images, start_service):
+    (fake_images / "vmlinux").write_text("crash at boot\n")
+    svc = start_service(env=fake_env(fake_images, VM_POOL_SIZE="1"))
+    wait_for(lambda: http_request(svc.url, "GET", "/health")[2]["vm"]["boot_failures"] >= 2, 60,
+             "two failed pool boots")
+    lines = wait_for(lambda: [r for r in svc.json_log() if r.get("event") == "vm_pool"], 10,
+                     "a vm_pool log line")
+    assert "booting a microVM failed" in lines[0]["message"], lines
+    assert "fake-qemu: the kernel crashed at boot" in lines[0]["message"], lines
+    vm = http_request(svc.url, "GET", "/health")[2]["vm"]
+    assert len(lines) <= vm["boot_failures"], (lines, vm)  # never more lines than failures
+    assert "the kernel crashed at boot" in vm["last_boot_error"], vm
 
 
 def test_qemu_jail_from_inside(fake_images, host_sockets, tmp_path):

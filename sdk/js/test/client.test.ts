@@ -102,6 +102,23 @@ describe("results", () => {
     assert.equal(result.exitCode, 137);
   });
 
+  test("why the sandbox ended a program, in words; a program that ended by itself has no error", async () => {
+    const timed = await hexr.exec("import time\nprint('before', end='')\ntime.sleep(30)\n", { timeout: 1 });
+    assert.deepEqual(timed.error, { type: "timeout", message: "killed: time limit of 1 s exceeded" });
+    assert.ok(timed.stderr.endsWith(`hexr-sandbox: ${timed.error.message}\n`), timed.stderr);
+    assert.equal(timed.stdout, "before");
+    const oom = await hexr.exec("x = bytearray(200 * 1024 * 1024)", { memoryMb: 64 });
+    assert.equal(oom.error?.type, "memory_limit");
+    assert.equal((await hexr.exec("import sys; sys.exit(3)")).error, null);
+  });
+
+  test("a long output keeps its head and tail", async () => {
+    const result = await hexr.exec("print('HEAD'); print('x' * 3000000); print('TAIL')");
+    assert.ok(result.stdoutTruncated && result.stdoutOmittedBytes > 0);
+    assert.ok(result.stdout.startsWith("HEAD\n") && result.stdout.endsWith("TAIL\n"));
+    assert.ok(result.stdout.includes(`[hexr-sandbox: ${result.stdoutOmittedBytes} bytes left out]`));
+  });
+
   test("envVars as an object or a Map, stdin, unicode", async () => {
     let result = await hexr.exec("echo \"$A-$B\"", { language: "bash", envVars: { A: "1", B: "é" } });
     assertCleanSuccess(result, "1-é\n");
@@ -145,6 +162,20 @@ describe("results", () => {
     assert.ok(last?.type === "result");
     assert.equal(last.result.stdout, "piped\ndone\n");
     assert.equal(events.map((e) => (e.type === "stdout" ? e.text : "")).join(""), last.result.stdout);
+  });
+
+  test("output a second apart comes in separate chunks; bytes that are not UTF-8 stay exact", async () => {
+    const chunks: string[] = [];
+    await hexr.exec("import time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second', flush=True)\n", {
+      onStdout: (t) => void chunks.push(t),
+    });
+    assert.equal(chunks.join(""), "first\nsecond\n");
+    assert.ok(chunks.findIndex((c) => c.includes("first")) < chunks.findIndex((c) => c.includes("second")), String(chunks));
+    const bytes: number[] = [];
+    for await (const event of hexr.stream("import sys\nsys.stdout.buffer.write(b'caf\\xe9\\n')\n")) {
+      if (event.type === "stdout") bytes.push(...event.data);
+    }
+    assert.deepEqual(Buffer.from(bytes), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
   });
 
   test("twenty concurrent calls", async () => {

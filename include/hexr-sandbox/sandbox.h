@@ -228,6 +228,18 @@ HXS_API void hxs_request_set_memory_mb(hxs_request *req, uint32_t mb);
 HXS_API int hxs_request_add_env(hxs_request *req, const char *name, const char *value);
 HXS_API int hxs_request_add_package(hxs_request *req, const char *requirement);
 
+/* Files written into the working directory (/home/sandbox) before the program starts,
+ * owned by the sandbox user, mode 0644 (directories 0755). path: relative; normalised
+ * and checked by hxs_request_validate (no "..", no collisions, MAX_FILES, MAX_FILE_BYTES,
+ * MAX_FILES_BYTES), which names the field, e.g. "files[3].path", and the path in
+ * err->subject. _fd dups fd (the caller keeps its own) and reads size bytes from offset 0
+ * when the sandbox is set up: a staging file need never be held in memory. */
+HXS_API int hxs_request_add_file(hxs_request *req, const char *path, const void *data, size_t len);
+HXS_API int hxs_request_add_file_fd(hxs_request *req, const char *path, int fd, uint64_t size);
+/* Files to return besides those under output/: fnmatch patterns relative to the
+ * working directory ("*.csv"; "**" also crosses directories). */
+HXS_API int hxs_request_add_return_glob(hxs_request *req, const char *glob);
+
 HXS_API hxs_language hxs_request_language(const hxs_request *req);
 HXS_API uint32_t hxs_request_timeout_s(const hxs_request *req);   /* after defaults */
 HXS_API uint32_t hxs_request_memory_mb(const hxs_request *req);   /* after defaults */

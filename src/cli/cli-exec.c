@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hexr-sandbox exec [-l LANG] [-t SECONDS] [-m MB] [-e NAME=VALUE]... [--backend B]
- *                   [--stdin FILE] [--json] (-c CODE | FILE | -)
+ *                   [--stdin FILE] [--file LOCAL[:PATH]]... [--return GLOB]... [--out DIR]
+ *                   [--json] (-c CODE | FILE | -)
  *
  * Prints the sandbox's stdout and stderr to its own and exits with the sandbox's exit
  * code; --json prints the result object the API returns instead. Reads every setting of
@@ -35,6 +36,10 @@ static void usage(FILE *f)
                 "  -c, --code CODE        the code itself\n"
                 "      --stdin FILE       feed FILE to the program's stdin (- for ours)\n"
                 "      --backend B        auto, namespaces, qemu, firecracker (as SANDBOX_BACKEND)\n"
+                "      --file LOCAL[:PATH] send a file into the working directory, at PATH (default:\n"
+                "                         its name; repeatable)\n"
+                "      --return GLOB      also return the files matching GLOB (besides output/; repeatable)\n"
+                "      --out DIR          write the returned files under DIR\n"
                 "      --json             print the API's result object\n\n"
                 "Exit status: the program's own; 124 time limit; 137 memory limit; 128+N signal N;\n"
                 "%d when the sandbox could not run.\n",
@@ -167,6 +172,8 @@ int hxs_cli_exec(int argc, char **argv)
                 { "memory", required_argument, NULL, 'm' },   { "env", required_argument, NULL, 'e' },
                 { "code", required_argument, NULL, 'c' },     { "backend", required_argument, NULL, 'B' },
                 { "stdin", required_argument, NULL, 'S' },    { "json", no_argument, NULL, 'J' },
+                { "file", required_argument, NULL, 'F' },     { "return", required_argument, NULL, 'R' },
+                { "out", required_argument, NULL, 'O' },
                 { "help", no_argument, NULL, 'h' },           { 0 },
         };
         hxs_config cfg;
@@ -175,7 +182,8 @@ int hxs_cli_exec(int argc, char **argv)
                 return fail("%s", err.message);
 
         _cleanup_(hxs_request_freep) hxs_request *req = hxs_request_new();
-        const char *code_arg = NULL, *stdin_path = NULL;
+        const char *code_arg = NULL, *stdin_path = NULL, *out_dir = NULL;
+        char why[600];
         bool json = false;
         int c, r;
         if (!req)
@@ -204,6 +212,17 @@ int hxs_cli_exec(int argc, char **argv)
                         hxs_request_set_memory_mb(req, v);
                         break;
                 }
+                case 'F':
+                        if (hxs_cli_add_file(req, optarg, why, sizeof(why)) < 0)
+                                return fail("%s", why);
+                        break;
+                case 'R':
+                        if (hxs_request_add_return_glob(req, optarg) < 0)
+                                return fail("%s", "out of memory");
+                        break;
+                case 'O':
+                        out_dir = optarg;
+                        break;
                 case 'e': {
                         char *eq = strchr(optarg, '=');
                         if (!eq)
@@ -293,6 +312,10 @@ int hxs_cli_exec(int argc, char **argv)
                 free(text);
         }
         /* in plain mode everything, the kill line included, was printed as it came */
+        if (out_dir && hxs_cli_write_files(out_dir, &res, why, sizeof(why)) < 0) {
+                hxs_result_clear(&res);
+                return fail("%s", why);
+        }
         int code = res.exit_code;
         hxs_result_clear(&res);
         return code;

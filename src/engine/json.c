@@ -408,6 +408,87 @@ static void put(json_t *obj, const char *key, json_t *value, bool *ok)
 
 static long long clamp_ll(uint64_t v) { return v > LLONG_MAX ? LLONG_MAX : (long long)v; }
 
+/* ---- files out ---------------------------------------------------------------- */
+
+static char *base64(const unsigned char *p, size_t n)
+{
+        static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        char *out = malloc((n + 2) / 3 * 4 + 1);
+        if (!out)
+                return NULL;
+        size_t o = 0, i = 0;
+        for (; i + 2 < n; i += 3) {
+                uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+                out[o++] = tbl[v >> 18];
+                out[o++] = tbl[(v >> 12) & 63];
+                out[o++] = tbl[(v >> 6) & 63];
+                out[o++] = tbl[v & 63];
+        }
+        if (i < n) {
+                uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+                out[o++] = tbl[v >> 18];
+                out[o++] = tbl[(v >> 12) & 63];
+                out[o++] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
+                out[o++] = '=';
+        }
+        out[o] = '\0';
+        return out;
+}
+
+static bool valid_utf8(const unsigned char *p, size_t n)
+{
+        for (size_t i = 0; i < n;) {
+                int c = utf8_char(p + i, n - i);
+                if (c <= 0)
+                        return false;
+                i += (size_t)c;
+        }
+        return true;
+}
+
+/* {"path", "size", "mime", "encoding", "content", "truncated"}: the content as text
+ * when it is text (a text/ type, valid UTF-8), else base64; "" when truncated. */
+static json_t *file_to_json(const hxs_file *f)
+{
+        json_t *o = json_object();
+        bool ok = o != NULL;
+        if (!o)
+                return NULL;
+        bool text = strncmp(f->mime, "text/", 5) == 0 && valid_utf8(f->data, f->len);
+        put(o, "path", hxs_json_string_lossy(f->path, strlen(f->path)), &ok);
+        put(o, "size", json_integer(clamp_ll(f->size)), &ok);
+        put(o, "mime", json_string(f->mime), &ok);
+        put(o, "encoding", json_string(text ? "utf-8" : "base64"), &ok);
+        if (text) {
+                put(o, "content", json_stringn((const char *)(f->data ? f->data : (const unsigned char *)""), f->len), &ok);
+        } else {
+                char *b = base64(f->data, f->len);
+                put(o, "content", b ? json_string(b) : NULL, &ok);
+                free(b);
+        }
+        put(o, "truncated", json_boolean(f->truncated), &ok);
+        if (!ok) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
+}
+
+static json_t *files_to_json(const hxs_result *res)
+{
+        json_t *a = json_array();
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < res->n_files; i++) {
+                json_t *f = file_to_json(&res->files[i]);
+                if (!f || json_array_append_new(a, f) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        }
+        return a;
+}
+
 /* null when the program ended by itself, else {"type", "message"} */
 static json_t *end_to_json(const hxs_result *res)
 {
@@ -453,6 +534,7 @@ json_t *hxs_result_to_json(const hxs_result *res, const char *id)
         put(o, "stdout_omitted_bytes", json_integer(clamp_ll(res->stdout_omitted)), &ok);
         put(o, "stderr_omitted_bytes", json_integer(clamp_ll(res->stderr_omitted)), &ok);
         put(o, "error", end_to_json(res), &ok);
+        put(o, "files", files_to_json(res), &ok);
         if (id)
                 put(o, "id", json_string(id), &ok);
         if (!ok) {
@@ -558,12 +640,26 @@ char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
                           clamp_ll(res->stdout_omitted), clamp_ll(res->stderr_omitted), error);
         if (tl < 0 || (size_t)tl >= sizeof(tail))
                 return NULL;
+        /* the files, through jansson: they are few, and their content is base64 or text */
+        char *files = NULL;
+        if (res->n_files > 0) {
+                json_t *fa = files_to_json(res);
+                files = fa ? json_dumps(fa, JSON_COMPACT) : NULL;
+                json_decref(fa);
+                if (!files)
+                        return NULL;
+        }
+        const char *ft = files ? files : "[]";
+        size_t fl = strlen(ft);
         size_t idl = id ? put_string(NULL, id, strlen(id)) : 0;
         size_t n = strlen("{\"stdout\":") + put_string(NULL, so, sol) + strlen(",\"stderr\":") +
-                   put_string(NULL, se, sel) + (size_t)tl + (id ? strlen(",\"id\":") + idl : 0) + 1;
+                   put_string(NULL, se, sel) + (size_t)tl + strlen(",\"files\":") + fl +
+                   (id ? strlen(",\"id\":") + idl : 0) + 1;
         char *text = malloc(n + 1);
-        if (!text)
+        if (!text) {
+                free(files);
                 return NULL;
+        }
         size_t o = 0;
         memcpy(text + o, "{\"stdout\":", 10);
         o += 10;
@@ -573,6 +669,11 @@ char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
         o += put_string(text + o, se, sel);
         memcpy(text + o, tail, (size_t)tl);
         o += (size_t)tl;
+        memcpy(text + o, ",\"files\":", 9);
+        o += 9;
+        memcpy(text + o, ft, fl);
+        o += fl;
+        free(files);
         if (id) {
                 memcpy(text + o, ",\"id\":", 6);
                 o += 6;

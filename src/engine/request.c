@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "pkg/packages.h"
 #include "engine/request.h"
@@ -58,6 +59,7 @@ void hxs_request_free(hxs_request *req)
         free(req->env);
         for (size_t i = 0; i < req->n_packages; i++)
                 free(req->packages[i]);
+        request_files_free(req);
         free(req->packages);
         free(req);
 }
@@ -101,25 +103,9 @@ uint32_t hxs_request_timeout_s(const hxs_request *req) { return req->timeout_s; 
 uint32_t hxs_request_memory_mb(const hxs_request *req) { return req->memory_mb; }
 size_t hxs_request_code_len(const hxs_request *req) { return req->code_len; }
 
-/* Grows an array of `size`-byte elements to hold one more; hard cap on the count. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-        if (n < *cap)
-                return 0;
-        if (n >= 1u << 20)
-                return -E2BIG;
-        size_t ncap = *cap ? *cap * 2 : 8;
-        void *p = realloc(*arr, ncap * size);
-        if (!p)
-                return -ENOMEM;
-        *arr = p;
-        *cap = ncap;
-        return 0;
-}
-
 int hxs_request_add_env(hxs_request *req, const char *name, const char *value)
 {
-        int r = grow((void **)&req->env, &req->cap_env, req->n_env, sizeof(*req->env));
+        int r = array_grow((void **)&req->env, &req->cap_env, req->n_env, sizeof(*req->env));
         if (r < 0)
                 return r;
         char *n = strdup(name), *v = strdup(value);
@@ -134,7 +120,7 @@ int hxs_request_add_env(hxs_request *req, const char *name, const char *value)
 
 int hxs_request_add_package(hxs_request *req, const char *requirement)
 {
-        int r = grow((void **)&req->packages, &req->cap_packages, req->n_packages,
+        int r = array_grow((void **)&req->packages, &req->cap_packages, req->n_packages,
                      sizeof(*req->packages));
         if (r < 0)
                 return r;
@@ -165,6 +151,8 @@ int hxs_request_dup(const hxs_request *src, hxs_request **ret)
         for (size_t i = 0; i < src->n_packages; i++)
                 if ((r = hxs_request_add_package(req, src->packages[i])) < 0)
                         goto fail;
+        if ((r = request_files_dup(src, req)) < 0)
+                goto fail;
         *ret = req;
         return 0;
 fail:
@@ -253,5 +241,5 @@ int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err
                         return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
                                               "packages: \"%.64s\" is not a requirement: %s", req->packages[i], why);
         }
-        return 0;
+        return request_files_validate(req, cfg, err);
 }

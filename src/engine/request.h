@@ -9,6 +9,16 @@ typedef struct hxs_env_var {
         char *value;
 } hxs_env_var;
 
+/* A file to write into the working directory before the program starts: its bytes in
+ * memory, or (fd >= 0) `size` bytes of an fd of ours, read from offset 0. */
+typedef struct hxs_request_file {
+        char *path;             /* as given; normalised by hxs_request_validate */
+        unsigned char *data;
+        size_t len;
+        int fd;
+        uint64_t size;
+} hxs_request_file;
+
 struct hxs_request {
         hxs_language language;
         char *code;
@@ -21,7 +31,26 @@ struct hxs_request {
         size_t n_env, cap_env;
         char **packages;
         size_t n_packages, cap_packages;
+        hxs_request_file *files;        /* files in (request-files.c) */
+        size_t n_files, cap_files;
+        char **return_globs;            /* files out, besides output/ */
+        size_t n_globs, cap_globs;
 };
+
+/* request-files.c: the files in and the return globs of a request. */
+#define REQUEST_PATH_MAX 255    /* bytes of a file's path, normalised */
+#define REQUEST_GLOBS_MAX 64
+
+/* The path rule: relative, normalised ("a//b/./c" -> "a/b/c") into out (at least
+ * REQUEST_PATH_MAX + 1 bytes); -EINVAL with *why when absolute, empty, naming no file,
+ * with "..", a control character, or longer than REQUEST_PATH_MAX. */
+int request_path_normalize(const char *in, char *out, size_t out_size, const char **why);
+/* The files' paths normalised in place, collisions, counts and sizes against cfg. */
+int request_files_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err);
+int request_files_dup(const hxs_request *src, hxs_request *dst);
+void request_files_free(hxs_request *req);
+/* The bytes the files hold in all. */
+uint64_t request_files_bytes(const hxs_request *req);
 
 /* Deep copy (for an execution to own its request). */
 int hxs_request_dup(const hxs_request *src, hxs_request **ret);

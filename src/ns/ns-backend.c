@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -28,12 +29,14 @@
 #include <unistd.h>
 
 #include "core/capbuf.h"
+#include "engine/files-out.h"
 #include "engine/output.h"
 #include "core/error.h"
 #include "core/fileio.h"
 #include "engine/backend.h"
 #include "engine/runtime-info.h"
 #include "engine/runtime.h"
+#include "ns/ns-files.h"
 #include "ns/ns-init.h"
 #include "ns/ns-probe.h"
 #include "ns/ns-spawn.h"
@@ -272,6 +275,10 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         r = hxs_exec_env(req, x->pkgs.path[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
         if (r < 0)
                 return hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
+        /* the files in: one sealed memfd the set-up writes out (ns-files.h) */
+        _cleanup_close_ int files_fd = -1;
+        if (req->n_files > 0 && (files_fd = ns_files_bundle(req)) < 0)
+                return hxs_fail(err, HXS_ERR_SETUP, files_fd, "staging the files: %s", strerror(-files_fd));
         ns_limits limits;
         ns_limits_of(cfg, &limits);
         start_ctx ctx = { .b = b, .x = x, .nx = nx };
@@ -284,6 +291,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                         .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
                         .target_dir = x->target_dir[0] ? x->target_dir : NULL,
+                        .has_files = files_fd >= 0, .files_fd = files_fd,
                 },
                 .code = req->code, .code_len = req->code_len, .envp = nx->envp,
                 .with_stdin = req->stdin_data != NULL, .uid_base = cfg->uid_base,
@@ -319,6 +327,50 @@ static void ns_kill(hxs_exec *x)
                 (void)signal_as(nx->owner_uid, nx->pidfd, SIGKILL);
         if (nx->have_cg)
                 cg_exec_kill(&nx->cg);
+}
+
+/* PID 1's status record is in: first in the pipe, or after the program's set-up error
+ * (a NUL-terminated record). */
+static bool report_has_status(const struct ns_exec *nx, bool *ret_setup_error)
+{
+        size_t off = 0;
+        *ret_setup_error = nx->report_len >= 1 && nx->report[0] == NS_REPORT_ERROR;
+        if (*ret_setup_error) {
+                const char *nul = memchr(nx->report, '\0', nx->report_len);
+                if (!nul)
+                        return false;
+                off = (size_t)(nul - nx->report) + 1;
+        }
+        return nx->report_len - off >= 1 + sizeof(int) && nx->report[off] == NS_REPORT_STATUS;
+}
+
+/* The program has ended and PID 1, having reported, holds on the sync pipe: the
+ * working directory is still there. The files out are taken now, through the root of
+ * PID 1 (never a symlink: files-out.c), then PID 1 is let go and the sandbox ends. */
+static void take_files_and_release(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        bool setup_error;
+        if (nx->sync_fd < 0 || !report_has_status(nx, &setup_error))
+                return;
+        if (setup_error) {
+                close_fd(&nx->sync_fd); /* nothing ran: nothing to take */
+                return;
+        }
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/root", (int)nx->pid);
+        int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root >= 0) {
+                struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+                int home = (int)syscall(SYS_openat2, root, NS_SANDBOX_HOME + 1, &how, sizeof(how));
+                if (home >= 0) {
+                        (void)files_collect(home, x->req, nx->b->env->cfg, &x->result);
+                        close(home);
+                }
+                close(root);
+        }
+        close_fd(&nx->sync_fd);
 }
 
 /* Reads what the report pipe holds: a status or a set-up error. */
@@ -439,6 +491,7 @@ static int ns_process(hxs_exec *x)
                         break;
                 case TAG_REPORT:
                         read_report(x);
+                        take_files_and_release(x);
                         break;
                 case TAG_PIDFD: {
                         siginfo_t si = { 0 };

@@ -37,6 +37,7 @@
 
 #include "core/fileio.h"
 #include "core/macro.h"
+#include "ns/ns-files.h"
 #include "ns/ns-init.h"
 #include "core/jail.h"
 #include "ns/ns-root.h"
@@ -211,26 +212,28 @@ static _Noreturn void init_loop(pid_t program)
 {
         /* Only our own signal handling matters: the kernel already ignores signals from
          * inside the namespace that PID 1 has no handler for. */
-        ns_init_reap(program, report_fd);
+        ns_init_reap(program, report_fd, -1);
 }
 
 /* Becomes the static init: the report pipe at NS_INIT_REPORT_FD, nothing else open,
  * no environment. Failing here fails the sandbox (it must not run on as a copy). */
-static _Noreturn void exec_init(int init_fd, pid_t program)
+static _Noreturn void exec_init(int init_fd, int hold_fd, pid_t program)
 {
-        /* out of the way first, so that neither dup2 below clobbers the other */
+        /* out of the way first, so that no dup2 below clobbers another */
         int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 10), ini = fcntl(init_fd, F_DUPFD_CLOEXEC, 10);
-        if (rep < 0 || ini < 0 || dup2(rep, NS_INIT_REPORT_FD) < 0 || /* dup2: not CLOEXEC */
-            dup3(ini, NS_INIT_REPORT_FD + 1, O_CLOEXEC) < 0)
+        int hold = fcntl(hold_fd, F_DUPFD_CLOEXEC, 10);
+        if (rep < 0 || ini < 0 || hold < 0 || dup2(rep, NS_INIT_REPORT_FD) < 0 || /* dup2: not CLOEXEC */
+            dup3(ini, NS_INIT_REPORT_FD + 1, O_CLOEXEC) < 0 || dup2(hold, NS_INIT_HOLD_FD) < 0)
                 ns_child_die("setting up the init's descriptors");
         report_fd = NS_INIT_REPORT_FD;
         init_fd = NS_INIT_REPORT_FD + 1;
-        if (jail_close_from(NS_INIT_REPORT_FD + 2, false) < 0)
+        if (jail_close_from(NS_INIT_HOLD_FD + 1, false) < 0)
                 ns_child_die("closing the init's other descriptors");
-        char pid_arg[16], fd_arg[16];
+        char pid_arg[16], fd_arg[16], hold_arg[16];
         snprintf(pid_arg, sizeof(pid_arg), "%d", (int)program);
         snprintf(fd_arg, sizeof(fd_arg), "%d", NS_INIT_REPORT_FD);
-        char *argv[] = { "hxs-init", fd_arg, pid_arg, NULL };
+        snprintf(hold_arg, sizeof(hold_arg), "%d", NS_INIT_HOLD_FD);
+        char *argv[] = { "hxs-init", fd_arg, pid_arg, hold_arg, NULL };
         char *envp[] = { NULL };
         syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
         ns_child_die("executing the sandbox's init");
@@ -259,13 +262,14 @@ void ns_reset_signal_dispositions(void)
  * credentials on the descriptor. */
 static void keep_own_descriptors(const ns_child_args *a)
 {
-        int keep[7 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
-                                                 a->stderr_fd, a->payload_fd, a->init_fd };
+        int keep[8 + ARRAY_SIZE(a->cg_self)] = { a->sync_fd, a->report_fd, a->stdin_fd, a->stdout_fd,
+                                                 a->stderr_fd, a->payload_fd, a->init_fd,
+                                                 a->has_files ? a->files_fd : -1 };
         unsigned n_cg = a->n_cg_self < ARRAY_SIZE(a->cg_self) ? a->n_cg_self : ARRAY_SIZE(a->cg_self);
         for (unsigned i = 0; i < n_cg; i++)
-                keep[7 + i] = a->cg_self[i];
+                keep[8 + i] = a->cg_self[i];
         report_fd = a->report_fd;
-        step(JAIL_CLOSE, jail_close_all_except(keep, 7 + n_cg));
+        step(JAIL_CLOSE, jail_close_all_except(keep, 8 + n_cg));
         step(JAIL_CGROUP, jail_join_v1(a->cg_self, n_cg));
         for (unsigned i = 0; i < n_cg; i++)
                 close(a->cg_self[i]);
@@ -324,12 +328,27 @@ static void read_payload(const ns_child_args *a, payload_view *ret)
         close(a->payload_fd);
 }
 
-/* cgroup namespace now, so the sandbox's own cgroup is its root */
+/* cgroup namespace now, so the sandbox's own cgroup is its root. The sync pipe stays
+ * open: the static init holds on it (NS_INIT_HOLD_FD). */
 static void enter_cgroup_namespace(const ns_child_args *a)
 {
-        close(a->sync_fd);
+        if (a->init_fd < 0)
+                close(a->sync_fd);
         if (unshare(CLONE_NEWCGROUP) < 0)
                 ns_child_die("unsharing the cgroup namespace");
+}
+
+static void write_files(const ns_child_args *a)
+{
+        if (!a->has_files)
+                return;
+        char why[400];
+        int r = ns_files_unpack(a->files_fd, NS_SANDBOX_HOME, NS_SANDBOX_UID, NS_SANDBOX_UID, why, sizeof(why));
+        if (r < 0) {
+                errno = -r;
+                ns_child_die("%s", why);
+        }
+        close(a->files_fd);
 }
 
 static pid_t fork_program(void)
@@ -355,7 +374,7 @@ static _Noreturn void become_init(const ns_child_args *a, pid_t program)
                 _exit(127);
         if (a->init_fd < 0)
                 init_loop(program);
-        exec_init(a->init_fd, program);
+        exec_init(a->init_fd, a->sync_fd, program);
 }
 
 /* The recipe, in the order the security argument needs (nsjail's containProc): a
@@ -377,6 +396,7 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         await_supervisor(a, 'g');       /* in every cgroup of the sandbox */
         enter_cgroup_namespace(a);
         write_userns_counters(a->limits, counter_fds);
+        write_files(a);                 /* into the working directory, charged to the sandbox */
         pid_t program = fork_program();
         if (program == 0) {
                 run_program(a, &pl, ret);

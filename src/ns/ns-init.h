@@ -16,6 +16,10 @@
 
 /* Where the init finds the report pipe (argv[1] says so too). */
 #define NS_INIT_REPORT_FD 3
+/* And the supervisor's hold (argv[3]): the read end of the sync pipe. Once it has
+ * reported, PID 1 waits there for the supervisor to let go (it takes the files out of
+ * the working directory first, which goes with PID 1), or to be gone. */
+#define NS_INIT_HOLD_FD 5
 /* Its one message: this byte, then the program's wait status (an int). The same as
  * NS_REPORT_STATUS (ns.h). */
 #define NS_INIT_REPORT_STATUS 'S'
@@ -26,7 +30,7 @@ int ns_init_memfd(void);
 /* What PID 1 does last, in the init and (without one) in the set-up code: reaps every
  * child until `program` ends, writes its status to report_fd and exits, which makes the
  * kernel kill everything else in the pid namespace. */
-static inline _Noreturn void ns_init_reap(pid_t program, int report_fd)
+static inline _Noreturn void ns_init_reap(pid_t program, int report_fd, int hold_fd)
 {
         for (;;) {
                 int status;
@@ -42,6 +46,8 @@ static inline _Noreturn void ns_init_reap(pid_t program, int report_fd)
                 msg[0] = NS_INIT_REPORT_STATUS;
                 memcpy(msg + 1, &status, sizeof(int));
                 (void)!write(report_fd, msg, sizeof(msg));
+                while (hold_fd >= 0 && read(hold_fd, msg, 1) < 0 && errno == EINTR)
+                        ;
                 _exit(0);
         }
 }

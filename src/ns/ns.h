@@ -53,6 +53,8 @@ typedef struct ns_child_args {
         const char *interpreter;        /* absolute path, exec'd (cold) */
         const char *code_name;          /* "main.py": the code goes to /code/<code_name> */
         int payload_fd;                 /* sealed memfd: code and environment (payload.h) */
+        bool has_files;                 /* files_fd is set: */
+        int files_fd;                   /* sealed memfd: the files in (ns-files.h) */
         int init_fd;                    /* the static init PID 1 becomes (ns-init.h), -1: none */
         int sync_fd;                    /* read: 'm' once the id maps are written, 'g' once in the cgroups */
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */

@@ -583,9 +583,13 @@ int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *a
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
         snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");
-        int fds[6] = { args->payload_fd, args->sync_fd, args->report_fd, args->stdout_fd, args->stderr_fd,
+        int fds[7] = { args->payload_fd, args->sync_fd, args->report_fd, args->stdout_fd, args->stderr_fd,
                        args->stdin_fd };
         req.n_fds = args->stdin_fd >= 0 ? 6 : 5;
+        if (args->has_files) {
+                fds[req.n_fds++] = args->files_fd;
+                req.has_files = 1;
+        }
 
         int r = send_with_fds(t->sock, &req, sizeof(req), fds, req.n_fds);
         if (r < 0)

@@ -98,6 +98,7 @@ typedef struct template_request {
         char mountpoint[300];
         char code_name[16];
         char pkgs_dir[512];     /* an installed package set to bind, "" = none */
+        uint32_t has_files;     /* the last fd is the files in (ns-files.h) */
 } template_request;
 
 typedef struct template_reply {

@@ -183,11 +183,12 @@ static PyObject *serve(int sock, int init_fd)
                 _exit(0);
         for (;;) {
                 template_request req;
-                int fds[6] = { -1, -1, -1, -1, -1, -1 };
-                int nfds = receive(sock, &req, sizeof(req), fds, 6);
+                int fds[7] = { -1, -1, -1, -1, -1, -1, -1 };
+                int nfds = receive(sock, &req, sizeof(req), fds, 7);
                 if (nfds == -2)
                         _exit(0); /* the engine is gone */
-                if (nfds < 0 || req.magic != TEMPLATE_MAGIC || nfds != (int)req.n_fds || nfds < 5) {
+                int with_files = req.has_files ? 1 : 0;
+                if (nfds < 0 || req.magic != TEMPLATE_MAGIC || nfds != (int)req.n_fds || nfds < 5 + with_files) {
                         close_fds(fds, nfds > 0 ? nfds : 0);
                         reply(sock, -EBADMSG, -1);
                         continue;
@@ -200,7 +201,8 @@ static PyObject *serve(int sock, int init_fd)
                         .limits = &req.limits, .seccomp = &filter, .mountpoint = req.mountpoint,
                         .interpreter = "/usr/bin/python3", .code_name = req.code_name,
                         .payload_fd = fds[0], .sync_fd = fds[1], .report_fd = fds[2],
-                        .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds > 5 ? fds[5] : -1,
+                        .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds - with_files > 5 ? fds[5] : -1,
+                        .has_files = with_files, .files_fd = with_files ? fds[nfds - 1] : -1,
                         .init_fd = init_fd, .warm = true, .pkgs_dir = req.pkgs_dir[0] ? req.pkgs_dir : NULL,
                         .memory_mb = req.memory_mb,
                 };

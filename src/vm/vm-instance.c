@@ -136,7 +136,15 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret)
         }
 }
 
-int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size)
+/* The VM is gone before READY: what the hypervisor said on its way out. */
+static int stopped_early(vm_instance *v, int r, hxs_error *err)
+{
+        char said[300] = "";
+        vm_stderr_text(v, said, sizeof(said));
+        return hxs_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s", said);
+}
+
+int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err)
 {
         struct timespec start, now;
         clock_gettime(CLOCK_MONOTONIC, &start);
@@ -146,37 +154,33 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_siz
                 if (r > 0) {
                         if (f.type == HXP_READY && f.len >= 4 && hxp_load_u32(f.payload) == v->nonce)
                                 return 0;
-                        if (f.type == HXP_ERROR) {
-                                snprintf(err_text, err_size, "the guest agent: %.*s",
-                                         (int)(f.len > 300 ? 300 : f.len), (const char *)f.payload);
-                                return -EPROTO;
-                        }
+                        if (f.type == HXP_ERROR)
+                                return hxs_fail(err, HXS_ERR_SETUP, -EPROTO, "the guest agent: %.*s",
+                                                (int)(f.len > 300 ? 300 : f.len), (const char *)f.payload);
                         /* a stale frame: skipped, but a stream of them does not stop the clock */
                 }
-                if (r < 0) {
-                        snprintf(err_text, err_size, r == -EBADMSG ? "the guest agent sent a malformed frame"
-                                                                   : "the microVM stopped before its agent was ready: ");
-                        if (r == -EPIPE)
-                                vm_stderr_text(v, err_text, err_size);
-                        return r;
-                }
+                if (r == -EPIPE)
+                        return stopped_early(v, r, err);
+                if (r == -EBADMSG)
+                        return hxs_fail(err, HXS_ERR_SETUP, r, "the guest agent sent a malformed frame");
+                if (r < 0)
+                        return hxs_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s",
+                                        strerror(-r));
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
                                           (now.tv_nsec - start.tv_nsec) / 1000000);
-                if (left <= 0) {
-                        snprintf(err_text, err_size, "the microVM's agent was not ready after %d ms", timeout_ms);
-                        return -ETIMEDOUT;
-                }
+                if (left <= 0)
+                        return hxs_fail(err, HXS_ERR_SETUP, -ETIMEDOUT, "the microVM's agent was not ready after %d ms",
+                                        timeout_ms);
                 if (r > 0)
                         continue;
                 struct pollfd pfd[2] = { { .fd = v->chan, .events = POLLIN },
                                          { .fd = v->pidfd, .events = POLLIN } };
-                if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)
-                        return -errno;
-                if ((pfd[1].revents & POLLIN) && !(pfd[0].revents & POLLIN)) {
-                        snprintf(err_text, err_size, "the microVM stopped before its agent was ready: ");
-                        vm_stderr_text(v, err_text, err_size);
-                        return -EPIPE;
+                if (poll(pfd, 2, (int)left) < 0 && errno != EINTR) {
+                        int e = errno;
+                        return hxs_fail(err, HXS_ERR_SETUP, -e, "waiting for the microVM's agent: %s", strerror(e));
                 }
+                if ((pfd[1].revents & POLLIN) && !(pfd[0].revents & POLLIN))
+                        return stopped_early(v, -EPIPE, err);
         }
 }

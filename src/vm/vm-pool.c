@@ -48,21 +48,17 @@ static void deadline_in(struct timespec *ts, long ms)
 }
 
 /* Boots one VM up to READY; checks the stop flag between short waits. */
-static int boot_one(vm_pool *p, vm_instance *v, char *why, size_t why_size)
+static int boot_one(vm_pool *p, vm_instance *v, hxs_error *err)
 {
-        hxs_error err;
-        int r = vm_spawn(&p->host, p->ram_mb, v, &err);
-        if (r < 0) {
-                snprintf(why, why_size, "%s", err.message);
+        int r = vm_spawn(&p->host, p->ram_mb, v, err);
+        if (r < 0)
                 return r;
-        }
         for (int waited = 0; waited < BOOT_TIMEOUT_MS; waited += 250) {
                 if (atomic_load(&p->stop)) {
                         vm_destroy(v);
                         return -ECANCELED;
                 }
-                why[0] = '\0';
-                r = vm_wait_ready(v, 250, why, why_size);
+                r = vm_wait_ready(v, 250, err);
                 if (r != -ETIMEDOUT)
                         break;
         }
@@ -83,8 +79,8 @@ static void *pool_main(void *arg)
                 }
                 pthread_mutex_unlock(&p->mu);
                 vm_instance v;
-                char why[300] = "";
-                int r = boot_one(p, &v, why, sizeof(why));
+                hxs_error why = { 0 };
+                int r = boot_one(p, &v, &why);
                 pthread_mutex_lock(&p->mu);
                 if (r == 0 && !atomic_load(&p->stop)) {
                         p->ready[p->n_ready++] = v;
@@ -97,7 +93,7 @@ static void *pool_main(void *arg)
                 if (r == -ECANCELED || atomic_load(&p->stop))
                         break;
                 p->failed++;
-                snprintf(p->last_error, sizeof(p->last_error), "%s", why); /* stats show it */
+                snprintf(p->last_error, sizeof(p->last_error), "%s", why.message); /* stats show it */
                 backoff = backoff ? (backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2)
                                   : BACKOFF_MIN_MS;
                 struct timespec ts;

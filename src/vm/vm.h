@@ -98,8 +98,9 @@ void vm_destroy(vm_instance *v);
  * own size, whatever else is buffered. */
 int vm_read_frame(vm_instance *v, hxp_frame *ret);
 /* Blocking: waits up to timeout_ms for READY with the right nonce (the pool's
- * thread). 0, -ETIMEDOUT, -EPIPE (the VM died; err_text gets its stderr). */
-int vm_wait_ready(vm_instance *v, int timeout_ms, char *err_text, size_t err_size);
+ * thread). 0, or -ETIMEDOUT, -EPIPE (the VM died; err quotes its stderr), -EPROTO (the
+ * agent reported an error) or -EBADMSG, with err filled. */
+int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err);
 
 /* ---- the hypervisor process, for every driver (vm-hypervisor.c) --------------- */
 

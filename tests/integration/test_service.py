@@ -19,7 +19,7 @@ from conftest import get_metrics, http_request, post_exec
 
 RESULT_FIELDS = {"stdout", "stderr", "exit_code", "execution_time_ms", "memory_used_mb", "timed_out",
                  "oom_killed", "signal", "stdout_truncated", "stderr_truncated", "stdout_omitted_bytes",
-                 "stderr_omitted_bytes", "error", "id"}
+                 "stderr_omitted_bytes", "error", "files", "id"}
 
 
 @pytest.fixture

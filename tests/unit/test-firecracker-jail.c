@@ -270,15 +270,15 @@ static void test_boots_in_its_jail(void **state)
         int r = vm_spawn(&host, 256, &v, &err);
         if (r < 0)
                 fail_msg("vm_spawn: %s", err.message);
-        char jail[300], why[300] = "";
+        char jail[300];
         snprintf(jail, sizeof(jail), "%s", v.jail);
         assert_true(strncmp(jail, host.state_dir, strlen(host.state_dir)) == 0);
         assert_true(v.pidfd >= 0 && v.chan >= 0 && v.err_fd >= 0 && v.pid > 0);
         assert_true(fcntl(v.chan, F_GETFL) & O_NONBLOCK);
         assert_int_equal(fcntl(v.chan, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-        r = vm_wait_ready(&v, 5000, why, sizeof(why));
+        r = vm_wait_ready(&v, 5000, &err);
         if (r < 0)
-                fail_msg("vm_wait_ready: %s", why);
+                fail_msg("vm_wait_ready: %s", err.message);
 
         /* the host's unix sockets answer here, and are not there in its root */
         for (int i = 0; i < 2; i++) {
@@ -437,13 +437,12 @@ static void *spawn_one(void *arg)
 {
         vm_instance *v = arg;
         hxs_error err = { 0 };
-        char why[300] = "";
         if (vm_spawn(&host, 200, v, &err) < 0) {
                 print_message("vm_spawn: %s\n", err.message);
                 return (void *)1;
         }
-        if (vm_wait_ready(v, 5000, why, sizeof(why)) < 0) {
-                print_message("vm_wait_ready: %s\n", why);
+        if (vm_wait_ready(v, 5000, &err) < 0) {
+                print_message("vm_wait_ready: %s\n", err.message);
                 vm_destroy(v);
                 return (void *)1;
         }

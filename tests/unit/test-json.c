@@ -312,7 +312,7 @@ static void test_result_fields(void **state)
         static const char *const keys[] = { "stdout", "stderr", "exit_code", "execution_time_ms",
                                             "memory_used_mb", "timed_out", "oom_killed", "signal",
                                             "stdout_truncated", "stderr_truncated", "stdout_omitted_bytes",
-                                            "stderr_omitted_bytes", "error", "id" };
+                                            "stderr_omitted_bytes", "error", "files", "id" };
         assert_int_equal(json_object_size(o), sizeof(keys) / sizeof(keys[0]));
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
                 if (!json_object_get(o, keys[i]))
@@ -342,7 +342,8 @@ static void test_result_fields(void **state)
         assert_true(json_is_null(json_object_get(o, "signal")));
         assert_null(json_object_get(o, "id"));
         assert_true(json_is_null(json_object_get(o, "error"))); /* ended by itself */
-        assert_int_equal(json_object_size(o), 13);
+        assert_int_equal(json_object_size(o), 14);
+        assert_int_equal(json_array_size(json_object_get(o, "files")), 0);
         assert_string_equal(json_string_value(json_object_get(o, "stdout")), "");
         json_decref(o);
 }

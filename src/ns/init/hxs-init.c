@@ -5,18 +5,20 @@
  * seccomp filter already in place, so it is a fresh, tiny process image: nothing of
  * the service (or template) it was cloned from is in its memory.
  *
- *   hxs-init REPORT_FD PROGRAM_PID
+ *   hxs-init REPORT_FD PROGRAM_PID [HOLD_FD]
  *
  * It reaps every process that ends up its child; it passes the signals a supervisor
  * sends to stop a program (TERM, INT, HUP, QUIT, USR1, USR2) on to the program; when
  * the program ends it writes 'S' and the wait status (an int, host byte order) to the
- * report pipe and exits, which makes the kernel kill every other process of the pid
+ * report pipe, waits for HOLD_FD to be written or hung up (the supervisor takes the
+ * files out of the working directory meanwhile) and exits, which makes the kernel kill every other process of the pid
  * namespace: ns_init_reap (ns-init.h), which the set-up code runs itself where there is
  * no init to exec.
  *
  * No libc: every sandbox execs it, and a static libc's start-up alone costs more than
  * all the rest of it. x86_64 system calls, numbers and structures of the kernel's ABI.
  */
+#define NR_read 0
 #define NR_write 1
 #define NR_rt_sigaction 13
 #define NR_rt_sigreturn 15
@@ -85,8 +87,9 @@ __attribute__((noreturn, used)) void hxs_init_main(long *sp)
         long argc = sp[0];
         char **argv = (char **)(sp + 1);
         sys3(NR_prctl, PR_SET_DUMPABLE_, 0, 0);
-        long fd = argc == 3 ? number(argv[1]) : -1, pid = argc == 3 ? number(argv[2]) : -1;
-        if (fd < 0 || pid <= 0)
+        long fd = argc >= 3 ? number(argv[1]) : -1, pid = argc >= 3 ? number(argv[2]) : -1;
+        long hold = argc == 4 ? number(argv[3]) : -1;
+        if (fd < 0 || pid <= 0 || argc > 4 || (argc == 4 && hold < 0))
                 exit_with(125);
         program = pid;
         static const int forwarded[] = { 15, 2, 1, 3, 10, 12 }; /* TERM INT HUP QUIT USR1 USR2 */
@@ -112,6 +115,8 @@ __attribute__((noreturn, used)) void hxs_init_main(long *sp)
                 for (unsigned i = 0; i < sizeof(int); i++)
                         msg[1 + i] = ((const unsigned char *)&status)[i];
                 sys3(NR_write, fd, (long)msg, sizeof(msg));
+                while (hold >= 0 && sys3(NR_read, hold, (long)msg, 1) == -E_INTR)
+                        ;
                 exit_with(0);
         }
 }

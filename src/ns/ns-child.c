@@ -20,7 +20,6 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,33 +39,11 @@
 #include "ns/ns-files.h"
 #include "ns/ns-init.h"
 #include "core/jail.h"
+#include "ns/ns-report.h"
 #include "ns/ns-root.h"
 #include "ns/ns.h"
 
 _Static_assert(NS_INIT_REPORT_STATUS == NS_REPORT_STATUS, "the init reports as PID 1 does");
-
-static int report_fd = -1;
-
-/* Reports a set-up failure and ends the child (ns-root.h). */
-_Noreturn void ns_child_die(const char *fmt, ...)
-{
-        char buf[400];
-        int saved = errno;
-        buf[0] = NS_REPORT_ERROR;
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(buf + 1, sizeof(buf) - 1, fmt, ap) < 0)
-                buf[1] = '\0';
-        va_end(ap);
-        size_t len = strlen(buf);
-        if (saved)
-                snprintf(buf + len, sizeof(buf) - len, ": %s", strerror(saved));
-        /* sent with its NUL: PID 1's status record may follow in the pipe */
-        len = strlen(buf) + 1;
-        if (report_fd >= 0)
-                (void)!write(report_fd, buf, len);
-        _exit(127);
-}
 
 static void loopback_up(void)
 {
@@ -212,7 +189,7 @@ static _Noreturn void init_loop(pid_t program)
 {
         /* Only our own signal handling matters: the kernel already ignores signals from
          * inside the namespace that PID 1 has no handler for. */
-        ns_init_reap(program, report_fd, -1);
+        ns_init_reap(program, ns_report_fd(), -1);
 }
 
 /* Becomes the static init: the report pipe at NS_INIT_REPORT_FD, nothing else open,
@@ -220,12 +197,12 @@ static _Noreturn void init_loop(pid_t program)
 static _Noreturn void exec_init(int init_fd, int hold_fd, pid_t program)
 {
         /* out of the way first, so that no dup2 below clobbers another */
-        int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 10), ini = fcntl(init_fd, F_DUPFD_CLOEXEC, 10);
+        int rep = fcntl(ns_report_fd(), F_DUPFD_CLOEXEC, 10), ini = fcntl(init_fd, F_DUPFD_CLOEXEC, 10);
         int hold = fcntl(hold_fd, F_DUPFD_CLOEXEC, 10);
         if (rep < 0 || ini < 0 || hold < 0 || dup2(rep, NS_INIT_REPORT_FD) < 0 || /* dup2: not CLOEXEC */
             dup3(ini, NS_INIT_REPORT_FD + 1, O_CLOEXEC) < 0 || dup2(hold, NS_INIT_HOLD_FD) < 0)
                 ns_child_die("setting up the init's descriptors");
-        report_fd = NS_INIT_REPORT_FD;
+        ns_report_to(NS_INIT_REPORT_FD);
         init_fd = NS_INIT_REPORT_FD + 1;
         if (jail_close_from(NS_INIT_HOLD_FD + 1, false) < 0)
                 ns_child_die("closing the init's other descriptors");
@@ -268,7 +245,7 @@ static void keep_own_descriptors(const ns_child_args *a)
         unsigned n_cg = a->n_cg_self < ARRAY_SIZE(a->cg_self) ? a->n_cg_self : ARRAY_SIZE(a->cg_self);
         for (unsigned i = 0; i < n_cg; i++)
                 keep[8 + i] = a->cg_self[i];
-        report_fd = a->report_fd;
+        ns_report_to(a->report_fd);
         step(JAIL_CLOSE, jail_close_all_except(keep, 8 + n_cg));
         step(JAIL_CGROUP, jail_join_v1(a->cg_self, n_cg));
         for (unsigned i = 0; i < n_cg; i++)

@@ -16,6 +16,7 @@
 #include "core/macro.h"
 #include "ns/ns-etc.h"
 #include "ns/ns-proc.h"
+#include "ns/ns-report.h"
 #include "ns/ns-root.h"
 
 /* ---- the root filesystem ------------------------------------------------------ */

@@ -11,9 +11,5 @@
 #include "ns/payload.h"
 
 /* Builds the root at a->mountpoint and pivots into it; the program's uptime starts
- * then. A failing step ends the child through ns_child_die. */
+ * then. A failing step ends the child through ns_child_die (ns-report.h). */
 void ns_root_build(const ns_child_args *a, const payload_view *pl);
-
-/* Reports a set-up failure on the report pipe (with errno's text when set) and ends
- * the child. Defined by ns-child.c, which owns the pipe. */
-_Noreturn void ns_child_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -55,7 +55,7 @@ def upload_mib_s(port: int, mib: int) -> float:
     boundary = "hxs" + uuid.uuid4().hex
     block = os.urandom(1 << 20)
     head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"request\"\r\n\r\n"
-            + json.dumps({"code": "import os; print(os.path.getsize('big.bin'))", "timeout": 120})
+            + json.dumps({"code": "import os; print(os.path.getsize('big.bin'))", "timeout": 30})
             + f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n\r\n").encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)

@@ -49,17 +49,41 @@ static int open_beneath(int dirfd, const char *name, int flags, mode_t mode)
         return fd < 0 ? -errno : (int)fd;
 }
 
+/* The directory of path's parent beneath dirfd, made one component at a time: each is
+ * created in its parent's own fd and opened beneath it, so a symlink already in DIR
+ * (out -> /elsewhere) can neither be followed nor have a directory made through it. */
+static int open_parent(int dirfd, char *path, char **ret_name)
+{
+        int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        char *name = path, *s;
+
+        if (cur < 0)
+                return -errno;
+        for (; (s = strchr(name, '/')); name = s + 1) {
+                *s = '\0';
+                if (mkdirat(cur, name, 0755) < 0 && errno != EEXIST) {
+                        int r = -errno;
+                        close(cur);
+                        return r;
+                }
+                int next = open_beneath(cur, name, O_RDONLY | O_DIRECTORY, 0);
+                close(cur);
+                if (next < 0)
+                        return next;
+                cur = next;
+        }
+        *ret_name = name;
+        return cur;
+}
+
 static int write_one(int dirfd, const hxs_file *f)
 {
-        char path[512];
+        char path[512], *name = NULL;
         snprintf(path, sizeof(path), "%s", f->path);
-        for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
-                *s = '\0';
-                if (mkdirat(dirfd, path, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *s = '/';
-        }
-        int fd = open_beneath(dirfd, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        _cleanup_close_ int parent = open_parent(dirfd, path, &name);
+        if (parent < 0)
+                return parent;
+        int fd = open_beneath(parent, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0)
                 return fd;
         size_t off = 0;

@@ -129,9 +129,10 @@ size_t hxs_utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len)
 
 static const char *const known_fields[] = {
         "code", "language", "timeout", "memory_mb", "env_vars", "packages", "stdin",
+        "files", "return_files",
 };
 
-#define FIELD_LIST "code, language, timeout, memory_mb, env_vars, packages, stdin"
+#define FIELD_LIST "code, language, timeout, memory_mb, env_vars, packages, stdin, files, return_files"
 
 static int invalid(hxs_error *err, const char *field, const char *fmt, ...) _printf_(3, 4);
 static int invalid(hxs_error *err, const char *field, const char *fmt, ...)
@@ -274,6 +275,124 @@ static int get_packages(hxs_request *req, const json_t *v, hxs_error *err)
         return 0;
 }
 
+/* Strict base64 (RFC 4648, padding required, no whitespace) into a new buffer. */
+static int base64_decode(const char *in, size_t n, unsigned char **ret, size_t *ret_len)
+{
+        if (n % 4)
+                return -EINVAL;
+        unsigned char *out = malloc(n / 4 * 3 + 1);
+        size_t o = 0;
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i += 4) {
+                uint32_t v = 0;
+                int pad = 0;
+                for (int k = 0; k < 4; k++) {
+                        char ch = in[i + k];
+                        int d = ch >= 'A' && ch <= 'Z' ? ch - 'A' : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26 :
+                                ch >= '0' && ch <= '9' ? ch - '0' + 52 : ch == '+' ? 62 : ch == '/' ? 63 : -1;
+                        if (ch == '=' && i + 4 == n && k >= 2 && (k == 3 || in[i + 3] == '=')) {
+                                pad++;
+                                d = 0;
+                        } else if (d < 0 || pad) {
+                                free(out);
+                                return -EINVAL;
+                        }
+                        v = v << 6 | (uint32_t)d;
+                }
+                out[o++] = (unsigned char)(v >> 16);
+                if (pad < 2)
+                        out[o++] = (unsigned char)(v >> 8);
+                if (pad < 1)
+                        out[o++] = (unsigned char)v;
+        }
+        *ret = out;
+        *ret_len = o;
+        return 0;
+}
+
+/* files: [{"path", "content", "encoding": "utf-8" | "base64"}]; the path rules and the
+ * limits are hxs_request_validate's (it names files[i].path). */
+static int get_file(hxs_request *req, size_t i, const json_t *f, hxs_error *err)
+{
+        char field[48];
+        const char *key;
+        json_t *v;
+
+        snprintf(field, sizeof(field), "files[%zu]", i);
+        if (!json_is_object(f))
+                return invalid(err, field, "%s: must be an object {\"path\", \"content\", \"encoding\"}", field);
+        json_object_foreach((json_t *)f, key, v)
+                if (strcmp(key, "path") != 0 && strcmp(key, "content") != 0 && strcmp(key, "encoding") != 0)
+                        return invalid(err, field, "%s: unknown field (the fields are path, content, encoding)",
+                                       field);
+        const json_t *path = json_object_get(f, "path"), *content = json_object_get(f, "content"),
+                     *enc = json_object_get(f, "encoding");
+        snprintf(field, sizeof(field), "files[%zu].path", i);
+        if (!json_is_string(path) || strlen(json_string_value(path)) != json_string_length(path))
+                return invalid(err, field, "%s: is required, a string without NUL", field);
+        snprintf(field, sizeof(field), "files[%zu].encoding", i);
+        bool b64 = false;
+        if (enc && !json_is_null(enc)) {
+                if (!json_is_string(enc) || (strcmp(json_string_value(enc), "utf-8") != 0 &&
+                                             strcmp(json_string_value(enc), "base64") != 0))
+                        return invalid(err, field, "%s: must be \"utf-8\" or \"base64\"", field);
+                b64 = strcmp(json_string_value(enc), "base64") == 0;
+        }
+        snprintf(field, sizeof(field), "files[%zu].content", i);
+        if (!json_is_string(content))
+                return invalid(err, field, "%s: is required, a string (%s)", field,
+                               b64 ? "base64" : "the file's text");
+        if (!b64)
+                return hxs_request_add_file(req, json_string_value(path), json_string_value(content),
+                                            json_string_length(content)) < 0 ? no_memory(err) : 0;
+        unsigned char *data = NULL;
+        size_t len = 0;
+        int r = base64_decode(json_string_value(content), json_string_length(content), &data, &len);
+        if (r == -ENOMEM)
+                return no_memory(err);
+        if (r < 0)
+                return invalid(err, field, "%s: is not valid base64 (RFC 4648, with padding, no line breaks)",
+                               field);
+        r = hxs_request_add_file(req, json_string_value(path), data, len);
+        free(data);
+        return r < 0 ? no_memory(err) : 0;
+}
+
+static int get_files(hxs_request *req, const json_t *v, hxs_error *err)
+{
+        size_t i;
+        json_t *f;
+
+        if (!json_is_array(v))
+                return invalid(err, "files", "files: must be an array of {\"path\", \"content\", \"encoding\"}");
+        json_array_foreach(v, i, f) {
+                int r = get_file(req, i, f, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int get_return_files(hxs_request *req, const json_t *v, hxs_error *err)
+{
+        size_t i;
+        json_t *g;
+
+        if (!json_is_array(v))
+                return invalid(err, "return_files", "return_files: must be an array of glob strings");
+        json_array_foreach(v, i, g) {
+                char field[48];
+                snprintf(field, sizeof(field), "return_files[%zu]", i);
+                if (!json_is_string(g) || !json_string_length(g) ||
+                    strlen(json_string_value(g)) != json_string_length(g))
+                        return invalid(err, field, "%s: must be a non-empty string without NUL", field);
+                if (hxs_request_add_return_glob(req, json_string_value(g)) < 0)
+                        return no_memory(err);
+        }
+        return 0;
+}
+
 static int fill_request(hxs_request *req, json_t *root, const hxs_config *cfg, hxs_error *err)
 {
         const char *key;
@@ -348,6 +467,14 @@ static int fill_request(hxs_request *req, json_t *root, const hxs_config *cfg, h
                 if (hxs_request_set_stdin(req, json_string_value(v), json_string_length(v)) < 0)
                         return no_memory(err);
         }
+
+        v = json_object_get(root, "files");
+        if (v && !json_is_null(v) && (r = get_files(req, v, err)) < 0)
+                return r;
+
+        v = json_object_get(root, "return_files");
+        if (v && !json_is_null(v) && (r = get_return_files(req, v, err)) < 0)
+                return r;
 
         return hxs_request_validate(req, cfg, err);
 }

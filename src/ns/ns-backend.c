@@ -77,6 +77,9 @@ struct ns_exec {
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
 
+/* generated from src/ns/charts.py */
+extern const char hxs_charts_py[];
+
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
 {
         struct epoll_event ev = { .events = events, .data.u64 = tag };
@@ -287,6 +290,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
                         .interpreter = hxs_runtimes[req->language].path,
                         .code_name = hxs_runtimes[req->language].file, .init_fd = b->init_fd,
+                        .sitecustomize = hxs_charts_py,
                         .memory_mb = req->memory_mb,
                         .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                         .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,

@@ -127,7 +127,7 @@ static const char etc_hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip
 static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
                                    "services: files\nprotocols: files\nnetworks: files\n";
 
-static void build_etc(const char *root)
+static void build_etc(const char *root, const char *sitecustomize)
 {
         char p[600], src[300];
         snprintf(p, sizeof(p), "%s/etc", root);
@@ -152,6 +152,15 @@ static void build_etc(const char *root)
                 struct stat st;
                 snprintf(src, sizeof(src), "/etc/%s", etc_binds[i]);
                 snprintf(p, sizeof(p), "%s/etc/%s", root, etc_binds[i]);
+                /* /usr/lib/python3.X/sitecustomize.py points here: ours instead of the
+                 * host's (an apport hook at most) */
+                if (sitecustomize && strncmp(etc_binds[i], "python3.", 8) == 0 && lstat(src, &st) == 0 &&
+                    S_ISDIR(st.st_mode)) {
+                        mkdir_or_die(p, 0755);
+                        snprintf(p, sizeof(p), "%s/etc/%s/sitecustomize.py", root, etc_binds[i]);
+                        write_str(p, sitecustomize);
+                        continue;
+                }
                 if (lstat(src, &st) < 0) {
                         for (size_t j = 0; j < ARRAY_SIZE(etc_fallbacks); j++)
                                 if (strcmp(etc_binds[i], etc_fallbacks[j].name) == 0)
@@ -361,7 +370,7 @@ static void op_usr(root_ctx *c)
 
 static void op_etc(root_ctx *c)
 {
-        build_etc(c->root);
+        build_etc(c->root, c->a->sitecustomize);
 }
 
 static void op_dev(root_ctx *c)

@@ -38,6 +38,8 @@
 
 /* generated from src/ns/zygote.py */
 extern const char hxs_zygote_py[];
+/* generated from src/ns/charts.py */
+extern const char hxs_charts_py[];
 
 #define RESTART_MIN_MS 500
 #define RESTART_MAX_MS 30000
@@ -247,7 +249,7 @@ static _Noreturn void exec_mother(const hxs_templates *ts, template_kind kind, i
             jail_no_new_privs() < 0 || jail_pdeathsig(parent, -1) < 0)
                 _exit(127);
         char *argv[] = { "python3", "-c", (char *)hxs_zygote_py, (char *)kind_args[kind],
-                         (char *)ts->module_dir, NULL };
+                         (char *)ts->module_dir, (char *)hxs_charts_py, NULL };
         char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent",
                          "OPENBLAS_NUM_THREADS=1", NULL };
         execve("/usr/bin/python3", argv, envp);

@@ -11,6 +11,8 @@
 import sys
 
 _kind, _moddir = sys.argv[1], sys.argv[2]
+# what a cold program gets as its sitecustomize (charts.py), run for each program
+_charts = compile(sys.argv[3], "<hexr-sandbox charts>", "exec")
 
 
 def _load_zygote(path):
@@ -100,7 +102,7 @@ def _unbuffered(sys):
         setattr(sys, "__%s__" % name, new)
 
 
-def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
+def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status, _charts=_charts):
     code_path, env = program
     # the request's environment, as the C side set it
     os.environ.clear()
@@ -122,6 +124,7 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status):
         np.random.seed()
     if os.environ.get("PYTHONUNBUFFERED"):
         _unbuffered(sys)
+    exec(_charts, {"__name__": "sitecustomize"})
     sys.argv[:] = [code_path]
     sys.orig_argv[:] = [sys.executable, code_path]
     main = sys.modules["__main__"].__dict__

@@ -62,6 +62,7 @@ typedef struct call {
         size_t body_len, body_cap;
         uint64_t body_seen;     /* bytes received, kept counting past the cap */
         bool body_too_large;
+        struct upload *upload;  /* multipart/form-data: its parts, its staged files */
 
         /* execution */
         bool parsed;            /* the body was a valid request: the fields below are set */

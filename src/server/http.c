@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "core/error.h"
 #include "engine/json.h"
 #include "server/admission.h"
 #include "server/auth.h"
@@ -40,6 +41,7 @@
 #include "server/runtimes.h"
 #include "server/state.h"
 #include "server/stream.h"
+#include "server/upload.h"
 
 /* A chunked body past MAX_BODY_BYTES is read and dropped up to this many times that,
  * and at least DISCARD_MIN bytes (then the connection is closed without a reply). */
@@ -256,11 +258,19 @@ static void reply_metrics(call *c)
         c->status = 200;
 }
 
+/* The most body an execution request may send: MAX_BODY_BYTES of JSON, or, as
+ * multipart/form-data, that and its files. */
+static uint64_t body_max(const call *c)
+{
+        return c->upload ? upload_body_max(&c->srv->cfg) : c->srv->cfg.max_body_bytes;
+}
+
 /* What the headers alone decide for an execution request: 0 to read the body, or an
  * error reply prepared in c. */
 static int check_exec_headers(call *c, uint64_t length)
 {
         hxs_server *srv = c->srv;
+        hxs_error err = { 0 };
         const char *v;
         char msg[200];
 
@@ -270,21 +280,50 @@ static int check_exec_headers(call *c, uint64_t length)
                                "the service is shutting down and takes no new executions; retry on another instance");
                 return -ESHUTDOWN;
         }
-        if (length > srv->cfg.max_body_bytes) {
+        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        bool multipart = upload_is_multipart(v);
+        uint64_t max = multipart ? upload_body_max(&srv->cfg) : srv->cfg.max_body_bytes;
+        if (length > max) {
                 metrics_reject(&srv->m, REJECT_TOO_LARGE);
-                snprintf(msg, sizeof(msg), "body: %llu bytes exceeds the maximum %u",
-                         (unsigned long long)length, srv->cfg.max_body_bytes);
+                snprintf(msg, sizeof(msg), "body: %llu bytes exceeds the maximum %llu%s",
+                         (unsigned long long)length, (unsigned long long)max,
+                         multipart ? " (MAX_BODY_BYTES and MAX_FILES_BYTES)" : "");
                 call_set_error(c, 413, "too_large", msg);
                 return -E2BIG;
         }
-        v = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        if (!is_json_type(v)) {
+        if (!multipart && !is_json_type(v)) {
                 metrics_reject(&srv->m, REJECT_MEDIA_TYPE);
                 call_set_error(c, 415, "unsupported_media_type",
-                               "Content-Type: must be application/json");
+                               "Content-Type: must be application/json, or multipart/form-data with files");
                 return -EPROTO;
         }
+        if (multipart && upload_new(&srv->cfg, v, &c->upload, &err) < 0) {
+                metrics_reject(&srv->m, REJECT_INVALID);
+                call_set_engine_error(c, &err, "multipart body: cannot be read");
+                return -EINVAL;
+        }
         return 0;
+}
+
+/* Sizes of what a request sends in bulk (its files, its body) are a 413; the limits
+ * of its fields (code, stdin...) stay 400s naming the field. */
+static bool is_too_large(int r, const hxs_error *err)
+{
+        return r == -E2BIG && (strncmp(err->field, "files", 5) == 0 || strcmp(err->field, "body") == 0);
+}
+
+/* An error of the body (multipart, or the request's files): its reply, sent once the
+ * body was read (or dropped). */
+static void upload_failed(call *c, int r, const hxs_error *err)
+{
+        bool big = is_too_large(r, err);
+
+        metrics_reject(&c->srv->m, big ? REJECT_TOO_LARGE : REJECT_INVALID);
+        if (big)
+                call_set_error(c, 413, "too_large", err->message);
+        else
+                call_set_engine_error(c, err, "multipart body: cannot be read");
+        c->state = CALL_REPLY;
 }
 
 static call *call_new(hxs_server *srv, struct MHD_Connection *conn, const char *url)
@@ -420,7 +459,7 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
 static enum MHD_Result on_body(call *c, const char *data, size_t size)
 {
         hxs_server *srv = c->srv;
-        uint64_t max = srv->cfg.max_body_bytes;
+        uint64_t max = body_max(c);
 
         c->body_seen += size;
         if (c->body_seen > (DISCARD_FACTOR * max > DISCARD_MIN ? DISCARD_FACTOR * max : DISCARD_MIN)) {
@@ -431,6 +470,17 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
         }
         if (c->state != CALL_READING || c->body_too_large)
                 return MHD_YES;
+        if (c->upload) {
+                hxs_error err = { 0 };
+                int r = c->body_seen > max ?
+                        hxs_fail_field(&err, HXS_ERR_INVALID, -E2BIG, "body",
+                                       "body: more than %llu bytes (MAX_BODY_BYTES and MAX_FILES_BYTES)",
+                                       (unsigned long long)max) :
+                        upload_feed(c->upload, data, size, &err);
+                if (r < 0)
+                        upload_failed(c, r, &err);
+                return MHD_YES;
+        }
         if (c->body_seen > max) {
                 c->body_too_large = true;
                 free(c->body);
@@ -468,9 +518,16 @@ static enum MHD_Result on_complete(call *c)
                 call_set_error(c, 413, "too_large", msg);
                 return send_reply(c);
         }
-        int r = hxs_request_from_json(c->body ? c->body : "", c->body_len, &srv->cfg, &c->req, &err);
+        int r = c->upload ? upload_finish(c->upload, &c->req, &err) :
+                            hxs_request_from_json(c->body ? c->body : "", c->body_len, &srv->cfg, &c->req, &err);
         free(c->body);
         c->body = NULL;
+        upload_free(c->upload); /* the request holds its own fds of the files */
+        c->upload = NULL;
+        if (is_too_large(r, &err)) {
+                upload_failed(c, r, &err);
+                return send_reply(c);
+        }
         if (r < 0) {
                 metrics_reject(&srv->m, REJECT_INVALID);
                 call_set_engine_error(c, &err, "");
@@ -563,6 +620,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          NULL);
         free(c->body);
         free(c->reply);
+        upload_free(c->upload);
         hxs_request_free(c->req);
         free(c);
 }

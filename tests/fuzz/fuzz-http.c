@@ -37,8 +37,9 @@
  * the client left first) unless X-Forwarded-Client-Cert names a valid SPIFFE ID that
  * AUTH_ALLOW lists and forwards no certificate (this harness has no trust bundles),
  * and that ID is the caller; a request is refused with 415 exactly when its
- * Content-Type is not application/json; each execution request is logged once, as one
- * valid JSON line.
+ * Content-Type is neither application/json nor multipart/form-data (whose file parts
+ * are staged in unlinked files under /tmp here); each execution request is logged
+ * once, as one valid JSON line.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -58,6 +59,7 @@
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/state.h"
+#include "server/upload.h"
 #include "fuzz.h"
 
 
@@ -420,6 +422,12 @@ static const char *header(const char *name)
         return __wrap_MHD_lookup_connection_value(CONN, MHD_HEADER_KIND, name);
 }
 
+/* The most body this request may send: MAX_BODY_BYTES, or with files that and them. */
+static uint64_t body_max_of(const hxs_config *cfg)
+{
+        return upload_is_multipart(header("Content-Type")) ? upload_body_max(cfg) : cfg->max_body_bytes;
+}
+
 static bool is_json_content_type(const char *ct)
 {
         if (!ct)
@@ -556,6 +564,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&srv, 0, sizeof(srv));
         hxs_config_defaults(&srv.cfg);
         srv.cfg.max_concurrent = 2;
+        snprintf(srv.cfg.state_dir, sizeof(srv.cfg.state_dir), "/tmp"); /* multipart's staged files */
         srv.listen.fd = srv.sigfd = -1;
 
         /* Request line. */
@@ -711,16 +720,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* 415 exactly when an execution request that got that far is not JSON. */
         bool framing = bad_framing();
         if (is_exec && fx.queued && !fx.draining && fx.status != 403 && !framing) {
-                bool small = !cl || strtoull(cl, NULL, 10) <= srv.cfg.max_body_bytes;
+                bool small = !cl || strtoull(cl, NULL, 10) <= body_max_of(&srv.cfg);
+                const char *ct = header("Content-Type");
                 if (small)
-                        CHECK((fx.status == 415) == !is_json_content_type(header("Content-Type")));
+                        CHECK((fx.status == 415) == !(is_json_content_type(ct) || upload_is_multipart(ct)));
         }
         /* A body the service does not read is never met with a bare close: a refusal of a
          * body above MAX_BODY_BYTES goes out from the headers, and whenever the reply
          * leaves a body unread, or the service closes, the connection lingers. */
         uint64_t length = cl ? strtoull(cl, NULL, 10) : 0;
         bool has_body = header("Transfer-Encoding") || length > 0;
-        if (fx.queued && fx.status != 200 && length > srv.cfg.max_body_bytes)
+        if (fx.queued && fx.status != 200 && length > body_max_of(&srv.cfg))
                 CHECK(fx.queued_at == 0);
         if (fx.queued && fx.queued_at == 0 && has_body)
                 CHECK(fx.linger && fx.close_header);

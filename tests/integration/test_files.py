@@ -20,6 +20,7 @@ import pytest
 
 from conftest import BIN, post_exec
 from hxstest.canary import run_exec
+from hxstest.output import wait_warm_ready
 
 
 def files_of(res) -> dict:
@@ -162,6 +163,7 @@ def test_cli_out_writes_the_returned_files(tmp) -> None:
 
 
 def test_files_out_warm(service_url) -> None:
+    wait_warm_ready(service_url)
     code = "import os\nos.makedirs('output', exist_ok=True)\nopen('output/w.txt','w').write('warm')\n"
     for _ in range(3):  # warm templates serve some of these once ready
         status, _, res = post_exec(service_url, {"code": code})

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import BIN, post_exec
 from hxstest.canary import run_exec
-from hxstest.output import split_kept
+from hxstest.output import split_kept, wait_warm_ready
 
 MiB = 1 << 20
 
@@ -135,6 +135,7 @@ def test_unflushed_output_is_kept_on_a_time_limit(lang: str) -> None:
 
 
 def test_unflushed_output_is_kept_on_a_time_limit_warm(service_url) -> None:
+    wait_warm_ready(service_url)
     # the service starts Python from warm templates once they are ready: several runs,
     # so that warm ones are among them
     for _ in range(3):

@@ -573,7 +573,8 @@ def test_openapi_refs_resolve(openapi):
 def test_openapi_request_fields_are_the_served_ones(api, openapi):
     schema = openapi.doc["components"]["schemas"]["ExecRequest"]
     valid = {"code": "print(1)", "language": "python", "timeout": 5, "memory_mb": 64,
-             "env_vars": {"A": "b"}, "packages": [], "stdin": ""}
+             "env_vars": {"A": "b"}, "packages": [], "stdin": "",
+             "files": [{"path": "a.txt", "content": "x", "encoding": "utf-8"}], "return_files": ["*.txt"]}
     assert set(schema["properties"]) == set(valid)
     assert schema["required"] == ["code"]
     res = run(api, valid)  # every documented field is accepted at once

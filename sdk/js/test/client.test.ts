@@ -1,11 +1,12 @@
 /**
  * The client against the real service, over TCP and over a unix socket: results,
- * options, 400s naming the field, the address forms; and the pure parts (address
- * parsing, Retry-After, result decoding) on their own.
+ * options (files in and out, streamed output), 400s naming the field, the address
+ * forms; and the pure parts (address parsing, Retry-After, result decoding) on their own.
  */
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdtempSync, openAsBlob, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -176,6 +177,29 @@ describe("results", () => {
       if (event.type === "stdout") bytes.push(...event.data);
     }
     assert.deepEqual(Buffer.from(bytes), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+  });
+
+  test("files in (inline and a Blob, multipart), files out, returnFiles, a refused path", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hxs-js-up-"));
+    try {
+      const local = join(dir, "big.bin");
+      writeFileSync(local, Buffer.alloc(3 << 20, 7));
+      const code = "import hashlib, os, shutil\nos.makedirs('output', exist_ok=True)\n" +
+        "shutil.copy('in.bin', 'output/copy.bin')\nopen('a.log', 'w').write('log')\n" +
+        "print(hashlib.sha256(open('big.bin', 'rb').read()).hexdigest())\n";
+      const blob = new Uint8Array(Array.from({ length: 256 }, (_, i) => i));
+      const result = await hexr.exec(code, {
+        files: { "in.bin": blob, "big.bin": await openAsBlob(local) }, returnFiles: ["*.log"],
+      });
+      assert.equal(result.ok, true, result.stderr);
+      assert.equal(result.stdout.trim(), createHash("sha256").update(Buffer.alloc(3 << 20, 7)).digest("hex"));
+      assert.deepEqual(Buffer.from(result.files.get("output/copy.bin")!), Buffer.from(blob));
+      assert.deepEqual(Buffer.from(result.files.get("a.log")!).toString(), "log");
+      await assert.rejects(hexr.exec("print(1)", { files: { "../x": "x" } }),
+        (err: unknown) => err instanceof SandboxRequestError && err.status === 400 && err.message.includes("files[0].path"));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("twenty concurrent calls", async () => {

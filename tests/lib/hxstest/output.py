@@ -31,3 +31,16 @@ def without_kill_line(stderr: str) -> str:
     rest = stderr[:m.start()]
     # the kill line starts a line of its own: a newline before it may be ours
     return rest
+
+
+def wait_warm_ready(url: str, timeout: float = 90.0) -> None:
+    """Until the service at url has every warm template ready, so that the next Python
+    executions start warm."""
+    from hxstest.client import http_request
+    from hxstest.waits import wait_for
+
+    def ready() -> bool:
+        warm = http_request(url, "GET", "/health")[2].get("warm", {})
+        return warm.get("templates_total", 0) > 0 and warm.get("templates_ready") == warm.get("templates_total")
+
+    wait_for(ready, timeout, "the warm templates")

@@ -150,6 +150,7 @@ typedef struct hxs_config {
         uint32_t max_files;             /* MAX_FILES: files a request sends */
         uint32_t max_file_bytes;        /* MAX_FILE_BYTES: one of them */
         uint32_t max_files_bytes;       /* MAX_FILES_BYTES: all of them */
+        uint32_t upload_staging_bytes;  /* UPLOAD_STAGING_BYTES: staged uploads of all requests */
         uint32_t max_return_files;      /* MAX_RETURN_FILES: files a result returns */
         uint32_t max_return_bytes;      /* MAX_RETURN_BYTES: their content, in all */
 } hxs_config;

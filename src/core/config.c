@@ -86,6 +86,8 @@ static const setting settings[] = {
           SET_BYTES, U32(max_file_bytes), 0, 1u << 30 },
         { { "MAX_FILES_BYTES", "128M", "total size of the files a request sends (they also count against SANDBOX_TMPFS_MB)" },
           SET_BYTES, U32(max_files_bytes), 0, 4095u << 20 },
+        { { "UPLOAD_STAGING_BYTES", "1G", "files of multipart requests staged under STATE_DIR at once, across all requests (kept until the request ends); an upload past it gets 429 overloaded; below MAX_FILES_BYTES, a request's files may never all fit" },
+          SET_BYTES, U32(upload_staging_bytes), 1024 * 1024, 4095u << 20 },
         { { "MAX_RETURN_FILES", "100", "most files a result returns (output/ and return_files); the rest are not listed" },
           SET_UINT, U32(max_return_files), 0, 10000 },
         { { "MAX_RETURN_BYTES", "32M", "total content of the files a result returns; files past it are listed as truncated" },

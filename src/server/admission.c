@@ -53,7 +53,7 @@ static void exec_ready(watch *w, uint32_t events);
 
 /* Seconds a turned-away client should wait: the queue ahead of it, at the mean
  * execution time, spread over the slots. Whole seconds, at least 1. */
-static unsigned retry_after(const hxs_server *srv)
+unsigned admission_retry_after(const hxs_server *srv)
 {
         double mean = srv->m.duration_count ? srv->m.duration_sum_s / (double)srv->m.duration_count : 1.0;
         double wait = mean * (double)(srv->adm->n_queued + 1) /
@@ -86,7 +86,7 @@ static void reject_overloaded(call *c, reject_reason why)
                          "all %u execution slots are busy and %u requests are waiting; retry later",
                          srv->cfg.max_concurrent, srv->adm->n_queued);
         call_set_error(c, 429, "overloaded", msg);
-        c->retry_after_s = retry_after(srv);
+        c->retry_after_s = admission_retry_after(srv);
 }
 
 static void reject_draining(call *c)
@@ -235,7 +235,7 @@ void admission_submit(call *c)
                 metrics_reject(&srv->m, REJECT_OVERLOADED);
                 call_set_error(c, 429, "overloaded",
                                "too many distinct callers are busy at once; retry later");
-                c->retry_after_s = retry_after(srv);
+                c->retry_after_s = admission_retry_after(srv);
                 c->state = CALL_REPLY;
                 return;
         }
@@ -246,7 +246,7 @@ void admission_submit(call *c)
                 snprintf(msg, sizeof(msg),
                          "this caller already has %u executions running or waiting (QUOTA_CONCURRENT_PER_CALLER %u); retry later",
                          cs->running + cs->queued, qc);
-                reject_quota(c, retry_after(srv), msg);
+                reject_quota(c, admission_retry_after(srv), msg);
                 c->state = CALL_REPLY;
                 return;
         }
@@ -259,7 +259,7 @@ void admission_submit(call *c)
                         snprintf(msg, sizeof(msg),
                                  "this caller already has %u requests waiting for a slot (QUOTA_QUEUE_PER_CALLER %u); retry later",
                                  cs->queued, qq);
-                        reject_quota(c, retry_after(srv), msg);
+                        reject_quota(c, admission_retry_after(srv), msg);
                         c->state = CALL_REPLY;
                         return;
                 }
@@ -414,7 +414,7 @@ static void tick(void *data, uint64_t now)
                                  "this caller's %u running executions hold all the slots one caller may "
                                  "(QUOTA_RUNNING_PER_CALLER %u), and none ended within %us; retry later",
                                  running, callers_share(srv->callers), srv->cfg.queue_timeout_s);
-                        reject_quota(c, retry_after(srv), msg);
+                        reject_quota(c, admission_retry_after(srv), msg);
                 } else {
                         reject_overloaded(c, REJECT_QUEUE_TIMEOUT);
                 }

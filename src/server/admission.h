@@ -30,6 +30,8 @@ void admission_hangup(watch *w, uint32_t events);
 /* SIGTERM/SIGINT (named for the log): the first drains, the second kills what runs. */
 void admission_drain(struct hxs_server *srv, const char *signame);
 bool admission_draining(const struct hxs_server *srv);
+/* Seconds a client turned away for a busy service should wait (its Retry-After). */
+unsigned admission_retry_after(const struct hxs_server *srv);
 /* Draining, may the service stop: everything answered, or the exit deadline passed
  * (logged)? */
 bool admission_done(struct hxs_server *srv);

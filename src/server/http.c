@@ -249,6 +249,8 @@ static void reply_metrics(call *c)
                 .draining = admission_draining(srv),
                 .oldest_wait_s = load.oldest_received_ms && now > load.oldest_received_ms ?
                                          (double)(now - load.oldest_received_ms) / 1000.0 : 0.0,
+                .upload_staged = srv->upload_staged,
+                .upload_staging_max = srv->cfg.upload_staging_bytes,
         };
 
         hxs_engine_stats_get(srv->engine, &g.engine);
@@ -297,7 +299,7 @@ static int check_exec_headers(call *c, uint64_t length)
                                "Content-Type: must be application/json, or multipart/form-data with files");
                 return -EPROTO;
         }
-        if (multipart && upload_new(&srv->cfg, v, &c->upload, &err) < 0) {
+        if (multipart && upload_new(&srv->cfg, &srv->upload_staged, v, &c->upload, &err) < 0) {
                 metrics_reject(&srv->m, REJECT_INVALID);
                 call_set_engine_error(c, &err, "multipart body: cannot be read");
                 return -EINVAL;
@@ -313,11 +315,19 @@ static bool is_too_large(int r, const hxs_error *err)
 }
 
 /* An error of the body (multipart, or the request's files): its reply, sent once the
- * body was read (or dropped). */
+ * body was read (or dropped). Uploads over the service's staging room are a busy
+ * service, as a full queue is: 429 overloaded, with Retry-After. */
 static void upload_failed(call *c, int r, const hxs_error *err)
 {
         bool big = is_too_large(r, err);
 
+        if (r == -EBUSY) {
+                metrics_reject(&c->srv->m, REJECT_OVERLOADED);
+                call_set_error(c, 429, "overloaded", err->message);
+                c->retry_after_s = admission_retry_after(c->srv);
+                c->state = CALL_REPLY;
+                return;
+        }
         metrics_reject(&c->srv->m, big ? REJECT_TOO_LARGE : REJECT_INVALID);
         if (big)
                 call_set_error(c, 413, "too_large", err->message);
@@ -522,8 +532,9 @@ static enum MHD_Result on_complete(call *c)
                             hxs_request_from_json(c->body ? c->body : "", c->body_len, &srv->cfg, &c->req, &err);
         free(c->body);
         c->body = NULL;
-        upload_free(c->upload); /* the request holds its own fds of the files */
-        c->upload = NULL;
+        /* c->upload stays until the request ends (http_completed): its staged bytes
+         * count against UPLOAD_STAGING_BYTES while the request's copies of the files
+         * wait and run. */
         if (is_too_large(r, &err)) {
                 upload_failed(c, r, &err);
                 return send_reply(c);

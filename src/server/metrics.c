@@ -213,6 +213,12 @@ char *metrics_render(const metrics *m, const metrics_gauges *g, size_t *ret_len)
         family(f, "hexr_sandbox_draining", "gauge", "1 while the service drains after SIGTERM, else 0.");
         fprintf(f, "hexr_sandbox_draining %d\n", g->draining ? 1 : 0);
         render_queue(f, m, g);
+        family(f, "hexr_sandbox_upload_staged_bytes", "gauge",
+               "Bytes of multipart uploads staged under STATE_DIR now, for requests not yet ended.");
+        fprintf(f, "hexr_sandbox_upload_staged_bytes %llu\n", (unsigned long long)g->upload_staged);
+        family(f, "hexr_sandbox_upload_staging_max_bytes", "gauge",
+               "Bytes uploads may stage at once before 429 (UPLOAD_STAGING_BYTES).");
+        fprintf(f, "hexr_sandbox_upload_staging_max_bytes %llu\n", (unsigned long long)g->upload_staging_max);
 
         const hxs_engine_stats *st = &g->engine;
         family(f, "hexr_sandbox_warm_enabled", "gauge",

@@ -80,6 +80,7 @@ typedef struct metrics_gauges {
         double oldest_wait_s;                   /* of the oldest waiting request; 0: none */
         hxs_engine_stats engine;
         uint32_t conns_fresh, conns_established, conns_lingering; /* conn_stats */
+        uint64_t upload_staged, upload_staging_max; /* bytes; UPLOAD_STAGING_BYTES */
 } metrics_gauges;
 
 /* The Prometheus text (format 0.0.4); NULL on allocation failure. */

@@ -76,6 +76,7 @@ typedef struct hxs_server {
 
         admission *adm;                 /* slots, the queue, the drain */
         uint32_t n_held;                /* requests suspended or resumed, not yet completed */
+        uint64_t upload_staged;         /* bytes of uploads staged under STATE_DIR (upload.c) */
 
         bool closing_on_purpose;        /* the handler returned MHD_NO to close: MHD's
                                          * "internal error" log line is expected */

@@ -11,6 +11,14 @@
  * MAX_FILE_BYTES or all over MAX_FILES_BYTES is a 413 (-E2BIG; a file's naming
  * files[i].path, i counting the file parts); the request then drops the rest of the
  * body. The path rules themselves are the library's (hxs_request_validate).
+ *
+ * What all requests hold staged at once is bounded too, or the queue alone would let
+ * callers fill STATE_DIR ((MAX_CONCURRENT + MAX_QUEUE) x MAX_FILES_BYTES): each
+ * upload charges the bytes it writes to the service's counter and gives them back when
+ * it is freed, which is when its request ends (refused, done, or its client gone: the
+ * request's copies of the files live no longer). Bytes past UPLOAD_STAGING_BYTES are
+ * -EBUSY, a 429; an upload that failed closes its files and gives its bytes back at
+ * once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +52,8 @@ struct upload {
         staged *files;
         size_t n_files;
         uint64_t files_bytes;
+        uint64_t *staged;               /* the service's: all uploads' files_bytes */
+        uint64_t charged;               /* what this upload added to *staged */
 };
 
 bool upload_is_multipart(const char *ct)
@@ -144,6 +154,12 @@ static int file_data(upload *u, const char *data, size_t len, hxs_error *err)
         if (u->files_bytes + len > u->cfg->max_files_bytes)
                 return too_large(err, i, f->path, "MAX_FILES_BYTES, with the files before it",
                                  u->cfg->max_files_bytes);
+        if (*u->staged + len > u->cfg->upload_staging_bytes)
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EBUSY, "files",
+                                      "files: the service holds %llu bytes of uploads staged, and %s would take it over UPLOAD_STAGING_BYTES (%u bytes); retry later",
+                                      (unsigned long long)*u->staged, f->path, u->cfg->upload_staging_bytes);
+        *u->staged += len;      /* before writing: a failed write still staged some */
+        u->charged += len;
         while (len) {
                 ssize_t n = write(f->fd, data, len);
                 if (n < 0 && errno == EINTR)
@@ -173,7 +189,8 @@ static int part_end(void *ud, hxs_error *err)
         return 0;
 }
 
-int upload_new(const hxs_config *cfg, const char *content_type, upload **ret, hxs_error *err)
+int upload_new(const hxs_config *cfg, uint64_t *staged_total, const char *content_type, upload **ret,
+               hxs_error *err)
 {
         static const mp_callbacks cb = { part_begin, part_data, part_end };
         char boundary[MP_BOUNDARY_MAX + 1];
@@ -185,6 +202,7 @@ int upload_new(const hxs_config *cfg, const char *content_type, upload **ret, hx
         if (!u)
                 return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         u->cfg = cfg;
+        u->staged = staged_total;
         r = mp_new(boundary, &cb, u, &u->mp);
         if (r < 0) {
                 free(u);
@@ -194,13 +212,28 @@ int upload_new(const hxs_config *cfg, const char *content_type, upload **ret, hx
         return 0;
 }
 
+/* This upload's own fds of its files; the request's copies are the request's. */
+static void close_files(upload *u)
+{
+        for (size_t i = 0; i < u->n_files; i++)
+                if (u->files[i].fd >= 0) {
+                        close(u->files[i].fd);
+                        u->files[i].fd = -1;
+                }
+}
+
+static void release(upload *u)
+{
+        *u->staged -= u->charged;
+        u->charged = 0;
+}
+
 void upload_free(upload *u)
 {
         if (!u)
                 return;
-        for (size_t i = 0; i < u->n_files; i++)
-                if (u->files[i].fd >= 0)
-                        close(u->files[i].fd);
+        close_files(u);
+        release(u);
         free(u->files);
         free(u->json);
         mp_free(u->mp);
@@ -212,8 +245,11 @@ int upload_feed(upload *u, const char *data, size_t len, hxs_error *err)
         if (u->failed)
                 return 0; /* reported once; the rest of the body is dropped */
         int r = mp_feed(u->mp, data, len, err);
-        if (r < 0)
+        if (r < 0) {
                 u->failed = true;
+                close_files(u); /* no request will have them */
+                release(u);
+        }
         return r;
 }
 
@@ -224,10 +260,14 @@ int upload_finish(upload *u, hxs_request **ret, hxs_error *err)
         int r = mp_finish(u->mp, err);
         if (r < 0)
                 return r;
+
         if (!u->have_request)
                 return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
                                       "multipart body: no part named \"request\" (the JSON request, with at least \"code\")");
         r = hxs_request_from_json(u->json ? u->json : "", u->json_len, u->cfg, &req, err);
+        free(u->json); /* the upload lives as long as the request: keep only its files */
+        u->json = NULL;
+        u->json_len = u->json_cap = 0;
         if (r < 0)
                 return r;
         for (size_t i = 0; i < u->n_files; i++) {

@@ -17,11 +17,17 @@ bool upload_is_multipart(const char *content_type);
 /* The largest body a multipart request may have: its JSON part, its files, and room
  * for the parts' headers. */
 uint64_t upload_body_max(const hxs_config *cfg);
-/* A new upload for a request with that Content-Type. -EINVAL (err says why). */
-int upload_new(const hxs_config *cfg, const char *content_type, upload **ret, hxs_error *err);
-void upload_free(upload *u); /* closes the staged files; NULL is fine */
-/* Body bytes as they come. 0, or an error (err filled: 400 or 413 kinds); after an
- * error the rest of the body may be fed and is dropped. */
+/* A new upload for a request with that Content-Type. -EINVAL (err says why). The
+ * bytes it stages are added to *staged (the service's, shared by all uploads) and
+ * taken off it again when it fails or is freed; past UPLOAD_STAGING_BYTES, it fails. */
+int upload_new(const hxs_config *cfg, uint64_t *staged, const char *content_type, upload **ret,
+               hxs_error *err);
+/* Closes the staged files, gives back their bytes; NULL is fine. Free it once the
+ * request that holds the files ends, so the count stays true while it waits and runs. */
+void upload_free(upload *u);
+/* Body bytes as they come. 0, or an error (err filled: 400 or 413 kinds, -EBUSY past
+ * UPLOAD_STAGING_BYTES); after an error the staged files are closed and the rest of the
+ * body may be fed and is dropped. */
 int upload_feed(upload *u, const char *data, size_t len, hxs_error *err);
 /* The body is complete: the request, with its JSON part's fields and files and then
  * the staged files (handed over by fd), validated. */

@@ -1,5 +1,5 @@
 """Files in and out through the Python SDK against the real service (issue 14): a
-CSV in and a chart out, bytes round-tripped, a local file uploaded as multipart,
+CSV in and a chart out (saved, or only shown with plt.show()), bytes round-tripped, a local file uploaded as multipart,
 return_files globs, refused paths, and file events in a stream.
 
 Run: /usr/bin/python3 -m pytest tests/integration/test_sdk_service_files.py -q
@@ -46,6 +46,23 @@ def test_a_csv_in_a_summary_and_a_saved_chart_out(client: Client) -> None:
     png = result.files["output/chart.png"]
     assert png.startswith(PNG_MAGIC)
     info = {f.path: f for f in result.file_info}["output/chart.png"]
+    assert info.mime == "image/png" and info.size == len(png) and not info.truncated
+
+
+def test_a_chart_shown_comes_back_without_being_saved(client: Client) -> None:
+    code = (
+        "import pandas as pd, matplotlib.pyplot as plt\n"
+        "df = pd.read_csv('data/sales.csv')\n"
+        "print(df['amount'].sum())\n"
+        "df.plot(x='month', y='amount')\n"
+        "plt.show()\n"
+    )
+    result = client.exec(code, files={"data/sales.csv": "month,amount\n1,10\n2,20\n3,12\n"})
+    assert result.ok, result.stderr
+    assert result.stdout.strip() == "42"
+    png = result.files["output/figure-1.png"]
+    assert png.startswith(PNG_MAGIC)
+    info = {f.path: f for f in result.file_info}["output/figure-1.png"]
     assert info.mime == "image/png" and info.size == len(png) and not info.truncated
 
 

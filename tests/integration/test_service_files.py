@@ -187,6 +187,62 @@ def test_multipart_refusals(service_url):
     assert resp.status == 400 and "request" in res["error"]["message"], res
 
 
+def test_upload_staging_budget_refuses_and_is_given_back(start_service):
+    """UPLOAD_STAGING_BYTES bounds what all requests stage under STATE_DIR at once: an
+    upload that would go past it is a 429 naming the setting, with Retry-After, and the
+    bytes of a request are given back when it ends, so uploads fit again after it."""
+    from conftest import get_metrics, wait_for
+    svc = start_service(env={"UPLOAD_STAGING_BYTES": "1M", "MAX_FILE_BYTES": "2M", "MAX_FILES_BYTES": "2M"})
+    staged = "hexr_sandbox_upload_staged_bytes"
+    assert get_metrics(svc.url)["hexr_sandbox_upload_staging_max_bytes"] == 1 << 20
+    code = "import os\nprint(os.path.getsize('a.bin'))\n"
+    boundary = "hxs" + uuid.uuid4().hex
+    chunks = list(multipart_chunks(boundary, {"code": code}, [("a.bin", b"x" * (700 << 10))]))
+    conn = connection(svc.url, 120)
+    try:
+        # the first upload sends all but its last part, and holds its 700 KiB staged
+        conn.putrequest("POST", "/api/v1/exec")
+        conn.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
+        conn.putheader("Content-Length", str(sum(len(c) for c in chunks)))
+        conn.endheaders()
+        for chunk in chunks[:-1]:
+            conn.send(chunk)
+        wait_for(lambda: get_metrics(svc.url)[staged] >= (700 << 10) - 256, 30, "the first upload staged")
+
+        # a second one would go past 1 MiB: refused while its bytes arrive
+        b2 = "hxs" + uuid.uuid4().hex
+        body = b"".join(multipart_chunks(b2, {"code": "print(2)"}, [("b.bin", b"y" * (500 << 10))]))
+        c2 = connection(svc.url, 120)
+        try:
+            c2.request("POST", "/api/v1/exec", body=body,
+                       headers={"Content-Type": f"multipart/form-data; boundary={b2}"})
+            resp = c2.getresponse()
+            res = json.loads(resp.read())
+        finally:
+            c2.close()
+        assert resp.status == 429, res
+        assert res["error"]["code"] == "overloaded", res
+        assert "UPLOAD_STAGING_BYTES" in res["error"]["message"], res
+        assert int(resp.getheader("Retry-After")) >= 1
+        # the refused upload gave its bytes back at once: only the first one's are held
+        assert get_metrics(svc.url)[staged] < 1 << 20
+
+        conn.send(chunks[-1])
+        resp = conn.getresponse()
+        res = json.loads(resp.read())
+        assert resp.status == 200, res
+        assert res["stdout"] == f"{700 << 10}\n", res
+    finally:
+        conn.close()
+    # the first request ended: its bytes are given back, and the second upload fits now
+    wait_for(lambda: get_metrics(svc.url)[staged] == 0, 30, "the staged bytes given back")
+    status, res = post_multipart(svc.url, {"code": "import os\nprint(os.path.getsize('b.bin'))\n"},
+                                 [("b.bin", b"y" * (900 << 10))])
+    assert status == 200 and res["stdout"] == f"{900 << 10}\n", res
+    assert get_metrics(svc.url)["hexr_sandbox_rejected_requests_total{reason=\"overloaded\"}"] == 1
+    wait_for(lambda: get_metrics(svc.url)[staged] == 0, 30, "the staged bytes given back")
+
+
 def test_stream_file_events(service_url, openapi):
     from test_stream import read_events
     conn = connection(service_url, 120)

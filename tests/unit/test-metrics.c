@@ -45,7 +45,8 @@ static void test_counted_and_given(void **state)
         metrics m = { 0 };
         metrics_gauges g = { .active = 3, .queued = 2, .max_concurrent = 4, .max_queue = 64,
                              .draining = true, .oldest_wait_s = 1.25, .conns_fresh = 5,
-                             .conns_established = 6, .conns_lingering = 7 };
+                             .conns_established = 6, .conns_lingering = 7,
+                             .upload_staged = 5000000000ull, .upload_staging_max = 1u << 30 };
 
         g.engine.templates_ready = 1;
         metrics_execution(&m, HXS_LANG_JAVASCRIPT, OUTCOME_TIMEOUT, 1500);
@@ -69,6 +70,8 @@ static void test_counted_and_given(void **state)
         assert_non_null(strstr(t, "hexr_sandbox_connections{state=\"new\"} 5\n"));
         assert_non_null(strstr(t, "hexr_sandbox_connections{state=\"established\"} 6\n"));
         assert_non_null(strstr(t, "hexr_sandbox_lingering_connections 7\n"));
+        assert_non_null(strstr(t, "hexr_sandbox_upload_staged_bytes 5000000000\n"));
+        assert_non_null(strstr(t, "hexr_sandbox_upload_staging_max_bytes 1073741824\n"));
         free(t);
 }
 

@@ -202,6 +202,18 @@ describe("results", () => {
     }
   });
 
+  test("a chart shown with plt.show() comes back as output/figure-1.png", async () => {
+    const code = "import pandas as pd, matplotlib.pyplot as plt\ndf = pd.read_csv('d.csv')\n" +
+      "print(df['b'].sum())\ndf.plot()\nplt.show()\n";
+    const result = await hexr.exec(code, { files: { "d.csv": "a,b\n1,2\n3,4\n" } });
+    assert.equal(result.ok, true, result.stderr);
+    assert.equal(result.stdout, "6\n");
+    const png = result.files.get("output/figure-1.png");
+    assert.ok(png !== undefined, [...result.files.keys()].join(", "));
+    assert.deepEqual(Buffer.from(png.subarray(0, 8)), Buffer.from("\x89PNG\r\n\x1a\n", "latin1"));
+    assert.equal(result.fileInfo.find((f) => f.path === "output/figure-1.png")?.mime, "image/png");
+  });
+
   test("twenty concurrent calls", async () => {
     const client = new Client({ url: tcp.url });
     const code = "import os\nn = int(os.environ['N'])\nprint(n, n * n)\n";

@@ -26,6 +26,7 @@ enum {
         BACKEND_WARM              = 1u << 1,    /* may start executions from warm templates */
         BACKEND_BUILT_IMAGE       = 1u << 2,    /* runs a root built beforehand (a guest image):
                                                  * what it lacks is reported, not required */
+        BACKEND_FILES             = 1u << 3,    /* files in, files out (output/, return_files) */
 };
 
 /* What the engine hands a backend when it starts; every pointer outlives the backend. */

@@ -152,6 +152,13 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                 hxs_request_free(copy);
                 return r;
         }
+        if (!(e->ops->features & BACKEND_FILES) && (copy->n_files > 0 || copy->n_globs > 0)) {
+                /* a backend that cannot move files must say so, never drop them */
+                hxs_request_free(copy);
+                return hxs_fail_field(err, HXS_ERR_INVALID, -EOPNOTSUPP, "files",
+                                      "files: the %s backend does not take files in or return them yet "
+                                      "(files and return_files need the namespaces backend)", e->ops->name);
+        }
         _cleanup_(exec_freep) hxs_exec *x = NULL;
         r = exec_new(e, copy, &x, err);
         if (r < 0)

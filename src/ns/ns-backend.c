@@ -738,7 +738,7 @@ static void ns_stats(void *state, hxs_engine_stats *st)
 
 const backend_ops ns_backend = {
         .name = "namespaces",
-        .features = BACKEND_INSTALLS_PACKAGES | BACKEND_WARM,
+        .features = BACKEND_INSTALLS_PACKAGES | BACKEND_WARM | BACKEND_FILES,
         .exec_size = sizeof(struct ns_exec),
         .usable = ns_usable,
         .probe = ns_probe,

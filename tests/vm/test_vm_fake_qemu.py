@@ -117,6 +117,18 @@ def test_a_flooding_guest_does_not_stall_the_service(fake_images, start_service)
     assert wait_for(lambda: flooder not in fakes_of(svc.proc.pid), 30, "the flooding VM to be destroyed")
 
 
+def test_files_are_refused_not_dropped_by_a_backend_without_them(fake_images, start_service):
+    """The microVM backends move no files yet: a request with files is a 400 naming the
+    field, never an execution that silently runs without them."""
+    svc = start_service(env=fake_env(fake_images))
+    for extra in ({"files": [{"path": "data.csv", "content": "a,b\n"}]}, {"return_files": ["*.csv"]}):
+        status, _, reply = post_exec(svc.url, {"code": "print(1)", "language": "python", **extra}, timeout=30)
+        assert status == 400, (extra, status, reply)
+        assert reply["error"]["message"].startswith("files: the qemu backend"), reply
+    status, _, reply = post_exec(svc.url, {"code": "print('ran')", "language": "python"}, timeout=30)
+    assert status == 200 and "code=print('ran')\n" in reply["stdout"], reply
+
+
 def test_failed_pool_boots_are_logged_with_their_reason(fake_images, start_service):
     (fake_images / "vmlinux").write_text("crash at boot\n")
     svc = start_service(env=fake_env(fake_images, VM_POOL_SIZE="1"))

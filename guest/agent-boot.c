@@ -57,9 +57,9 @@ static int mount_or_fail(const char *src, const char *dst, const char *type, uns
                          const char *opts, hxs_error *err)
 {
         if (mkdir(dst, 0755) < 0 && errno != EEXIST)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "mkdir %s: %s", dst, strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "mkdir %s: %s", dst, strerror(errno));
         if (mount(src, dst, type, flags, opts) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "mounting %s on %s: %s", type ? type : src, dst, strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "mounting %s on %s: %s", type ? type : src, dst, strerror(errno));
         return 0;
 }
 
@@ -69,11 +69,11 @@ static int parse_cmdline(agent_boot *b, hxs_error *err)
         char line[4096];
         int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "opening /proc/cmdline: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "opening /proc/cmdline: %s", strerror(errno));
         ssize_t n = read(fd, line, sizeof(line) - 1);
         close(fd);
         if (n < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "reading /proc/cmdline: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "reading /proc/cmdline: %s", strerror(errno));
         line[n] = '\0';
         for (char *save = NULL, *tok = strtok_r(line, " \t\n", &save); tok;
              tok = strtok_r(NULL, " \t\n", &save)) {
@@ -82,21 +82,21 @@ static int parse_cmdline(agent_boot *b, hxs_error *err)
                         size_t len = strlen(v);
                         if (len == 0 || len >= sizeof(b->port_name) || strspn(v,
                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len)
-                                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "hexr.port=%s is not a port name", v);
+                                return err_fail(err, HXS_ERR_SETUP, -EIO, "hexr.port=%s is not a port name", v);
                         memcpy(b->port_name, v, len + 1);
                 } else if (strncmp(tok, "hexr.vsock=", 11) == 0) {
                         char *end;
                         errno = 0;
                         unsigned long p = strtoul(tok + 11, &end, 10);
                         if (errno || *end || end == tok + 11 || p == 0 || p >= 0xffffffffUL)
-                                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "hexr.vsock=%s is not a port number", tok + 11);
+                                return err_fail(err, HXS_ERR_SETUP, -EIO, "hexr.vsock=%s is not a port number", tok + 11);
                         b->vsock_port = (unsigned)p;
                 } else if (strcmp(tok, "hexr.verbose") == 0) {
                         agent_verbose = true;
                 }
         }
         if (!b->port_name[0] && !b->vsock_port)
-                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "the kernel command line names no channel (hexr.port= or hexr.vsock=)");
+                return err_fail(err, HXS_ERR_SETUP, -EIO, "the kernel command line names no channel (hexr.port= or hexr.vsock=)");
         return 0;
 }
 
@@ -115,17 +115,17 @@ static int load_modules(const char *group, hxs_error *err)
         struct dirent **names;
         int n = scandir(dir, &names, name_filter, alphasort);
         if (n < 0)
-                return errno == ENOENT ? 0 : hxs_fail(err, HXS_ERR_SETUP, -errno, "listing %s: %s", dir, strerror(errno));
+                return errno == ENOENT ? 0 : err_fail(err, HXS_ERR_SETUP, -errno, "listing %s: %s", dir, strerror(errno));
         int r = 0;
         for (int i = 0; i < n; i++) {
                 char path[400];
                 snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
                 int fd = r == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
                 if (r == 0 && fd < 0)
-                        r = hxs_fail(err, HXS_ERR_SETUP, -errno, "opening %s: %s", path, strerror(errno));
+                        r = err_fail(err, HXS_ERR_SETUP, -errno, "opening %s: %s", path, strerror(errno));
                 if (fd >= 0) {
                         if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
-                                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "loading %s: %s", path, strerror(errno));
+                                r = err_fail(err, HXS_ERR_SETUP, -errno, "loading %s: %s", path, strerror(errno));
                         close(fd);
                         (void)unlink(path);
                 }
@@ -150,7 +150,7 @@ static int switch_root(hxs_error *err)
 {
         int r;
         if (wait_for("/dev/vda", 10000) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "no root disk (/dev/vda) appeared");
+                return err_fail(err, HXS_ERR_SETUP, -EIO, "no root disk (/dev/vda) appeared");
         if ((r = mount_or_fail("/dev/vda", NEWROOT, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV,
                                "", err)) < 0)
                 return r;
@@ -159,11 +159,11 @@ static int switch_root(hxs_error *err)
                 char dst[64];
                 snprintf(dst, sizeof(dst), NEWROOT "%s", moves[i]);
                 if (mount(moves[i], dst, NULL, MS_MOVE, NULL) < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "moving %s into the root image: %s", moves[i], strerror(errno));
+                        return err_fail(err, HXS_ERR_SETUP, -errno, "moving %s into the root image: %s", moves[i], strerror(errno));
         }
         if (chdir(NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
             chdir("/") < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "switching to the root image: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "switching to the root image: %s", strerror(errno));
         if ((r = mount_or_fail("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                                "size=1m,mode=0755", err)) < 0)
                 return r;
@@ -231,13 +231,13 @@ int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, hxs_erro
         if (b->vsock_port) {
                 int s = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
                 if (s < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the vsock socket: %s", strerror(errno));
+                        return err_fail(err, HXS_ERR_SETUP, -errno, "creating the vsock socket: %s", strerror(errno));
                 struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
                                           .svm_port = b->vsock_port };
                 if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 1) < 0) {
                         int e = errno;
                         close(s);
-                        return hxs_fail(err, HXS_ERR_SETUP, -e, "listening on vsock port %u: %s", b->vsock_port, strerror(e));
+                        return err_fail(err, HXS_ERR_SETUP, -e, "listening on vsock port %u: %s", b->vsock_port, strerror(e));
                 }
                 *ret_fd = s;
                 *ret_listening = true;
@@ -253,10 +253,10 @@ int boot_channel(const agent_boot *b, int *ret_fd, bool *ret_listening, hxs_erro
                 sleep_ms(5);
         }
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "no virtio port named %s", b->port_name);
+                return err_fail(err, HXS_ERR_SETUP, -EIO, "no virtio port named %s", b->port_name);
         int fd = open(dev, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "opening %s: %s", dev, strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "opening %s: %s", dev, strerror(errno));
         *ret_fd = fd;
         *ret_listening = false;
         return 0;

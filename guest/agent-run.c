@@ -73,24 +73,24 @@ static int cg_create(const hxp_run *run, hxs_error *err)
         char v[32];
         int r = write_file(CG_ROOT "/cgroup.subtree_control", "+memory +pids");
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "enabling the memory and pids controllers: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "enabling the memory and pids controllers: %s", strerror(-r));
         if (mkdir(CG_DIR, 0755) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's cgroup: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's cgroup: %s", strerror(errno));
         snprintf(v, sizeof(v), "%llu", (unsigned long long)run->memory_mb << 20);
         if ((r = cg_write("memory.max", v, false)) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "setting memory.max: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "setting memory.max: %s", strerror(-r));
         if ((r = cg_write("memory.swap.max", "0", true)) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "setting memory.swap.max: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "setting memory.swap.max: %s", strerror(-r));
         snprintf(v, sizeof(v), "%u", run->pids_max);
         if ((r = cg_write("pids.max", v, false)) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "setting pids.max: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "setting pids.max: %s", strerror(-r));
         int fd = open(CG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "opening the sandbox's cgroup: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "opening the sandbox's cgroup: %s", strerror(errno));
         return fd;
 }
 
-/* The request's environment as NAME=VALUE strings (free with hxs_strv_free). */
+/* The request's environment as NAME=VALUE strings (free with strv_free). */
 static int make_env(const hxp_run *run, char ***ret)
 {
         char **envp = calloc(run->n_env + 1, sizeof(char *));
@@ -98,7 +98,7 @@ static int make_env(const hxp_run *run, char ***ret)
                 return -ENOMEM;
         for (size_t i = 0; i < run->n_env; i++)
                 if (!(envp[i] = strndup((const char *)run->env[i], run->env_len[i]))) {
-                        hxs_strv_free(envp);
+                        strv_free(envp);
                         return -ENOMEM;
                 }
         *ret = envp;
@@ -117,7 +117,7 @@ static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret
         };
         long pid = syscall(SYS_clone3, &ca, sizeof(ca));
         if (pid < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "cloning the sandbox: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "cloning the sandbox: %s", strerror(errno));
         if (pid == 0) {
                 ns_program prog;
                 ns_child_main(child, &prog);
@@ -129,7 +129,7 @@ static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret
 
 int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error *err)
 {
-        static hxs_seccomp seccomp;
+        static sandbox_filter seccomp;
         static bool have_seccomp;
         static ns_limits limits;
         int r;
@@ -138,10 +138,10 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
                             .stderr_fd = -1, .report_fd = -1, .sync_fd = -1, .cg_fd = -1,
                             .psi_fd = -1 };
         if (run->language >= HXS_LANG_MAX)
-                return hxs_fail(err, HXS_ERR_SETUP, -EIO, "unknown language");
+                return err_fail(err, HXS_ERR_SETUP, -EIO, "unknown language");
         if (!have_seccomp) {
-                if ((r = hxs_seccomp_build(&seccomp, err)) < 0)
-                        return hxs_wrap(err, r, "building the seccomp filter");
+                if ((r = sandbox_filter_build(&seccomp, err)) < 0)
+                        return err_wrap(err, r, "building the seccomp filter");
                 have_seccomp = true;
         }
         limits = (ns_limits){ .tmpfs_mb = run->tmpfs_mb, .nofile = run->nofile };
@@ -152,11 +152,11 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
         _cleanup_close_ int psi_fd = open(CG_DIR "/memory.pressure", O_RDWR | O_NONBLOCK | O_CLOEXEC);
         char **envp = NULL;
         if (psi_fd < 0 || write(psi_fd, PSI_TRIGGER, strlen(PSI_TRIGGER) + 1) < 0)
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "setting the memory pressure trigger: %s", strerror(errno));
+                r = err_fail(err, HXS_ERR_SETUP, -errno, "setting the memory pressure trigger: %s", strerror(errno));
         else if ((r = make_env(run, &envp)) < 0)
-                hxs_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
+                err_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
         else if (mkdir(MOUNTPOINT, 0700) < 0 && errno != EEXIST)
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's mount point: %s", strerror(errno));
+                r = err_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's mount point: %s", strerror(errno));
         if (r < 0) {
                 (void)rmdir(CG_DIR);
                 return r;
@@ -164,8 +164,8 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
-                        .interpreter = hxs_runtimes[run->language].path,
-                        .code_name = hxs_runtimes[run->language].file,
+                        .interpreter = runtime_table[run->language].path,
+                        .code_name = runtime_table[run->language].file,
                         .memory_mb = run->memory_mb,
                         .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
                 },
@@ -176,7 +176,7 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
         uint64_t started = agent_now_ns();
         ns_child c;
         r = ns_spawn(&sa, &c, err);
-        hxs_strv_free(envp);
+        strv_free(envp);
         *job = (agent_job){ .pid = c.pid, .pidfd = c.pidfd, .stdin_fd = c.stdin_fd,
                             .stdout_fd = c.stdout_fd, .stderr_fd = c.stderr_fd,
                             .report_fd = c.report_fd, .sync_fd = c.sync_fd, .cg_fd = TAKE_FD(cg_fd),

@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "hexr-sandbox/sandbox.h"
 
-int hxs_cli_doctor(int argc, char **argv)
+int cli_doctor(int argc, char **argv)
 {
         if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
                 printf("usage: hexr-sandbox doctor\n\nChecks user namespaces, cgroups, seccomp, Landlock, KVM and the\n"

@@ -13,7 +13,7 @@
 #include "cli/cli.h"
 #include "core/macro.h"
 
-int hxs_cli_add_file(hxs_request *req, const char *arg, char *why, size_t why_size)
+int cli_add_file(hxs_request *req, const char *arg, char *why, size_t why_size)
 {
         char local[4096];
         snprintf(local, sizeof(local), "%s", arg);
@@ -102,7 +102,7 @@ static int write_one(int dirfd, const hxs_file *f)
         return r;
 }
 
-int hxs_cli_write_files(const char *dir, const hxs_result *res, char *why, size_t why_size)
+int cli_write_files(const char *dir, const hxs_result *res, char *why, size_t why_size)
 {
         if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
                 snprintf(why, why_size, "--out: %s: %s", dir, strerror(errno));

@@ -23,7 +23,7 @@
 #include "core/macro.h"
 #include "hexr-sandbox/sandbox.h"
 
-static void hxs_request_freep(hxs_request **p) { hxs_request_free(*p); }
+static void request_freep(hxs_request **p) { hxs_request_free(*p); }
 
 static void usage(FILE *f)
 {
@@ -165,7 +165,7 @@ _printf_(1, 2) static int fail(const char *fmt, ...)
         return HXS_CLI_EXIT_FAILURE;
 }
 
-int hxs_cli_exec(int argc, char **argv)
+int cli_exec(int argc, char **argv)
 {
         static const struct option opts[] = {
                 { "language", required_argument, NULL, 'l' }, { "timeout", required_argument, NULL, 't' },
@@ -181,7 +181,7 @@ int hxs_cli_exec(int argc, char **argv)
         if (hxs_config_from_env(&cfg, &err) < 0)
                 return fail("%s", err.message);
 
-        _cleanup_(hxs_request_freep) hxs_request *req = hxs_request_new();
+        _cleanup_(request_freep) hxs_request *req = hxs_request_new();
         const char *code_arg = NULL, *stdin_path = NULL, *out_dir = NULL;
         char why[600];
         bool json = false;
@@ -213,7 +213,7 @@ int hxs_cli_exec(int argc, char **argv)
                         break;
                 }
                 case 'F':
-                        if (hxs_cli_add_file(req, optarg, why, sizeof(why)) < 0)
+                        if (cli_add_file(req, optarg, why, sizeof(why)) < 0)
                                 return fail("%s", why);
                         break;
                 case 'R':
@@ -312,7 +312,7 @@ int hxs_cli_exec(int argc, char **argv)
                 free(text);
         }
         /* in plain mode everything, the kill line included, was printed as it came */
-        if (out_dir && hxs_cli_write_files(out_dir, &res, why, sizeof(why)) < 0) {
+        if (out_dir && cli_write_files(out_dir, &res, why, sizeof(why)) < 0) {
                 hxs_result_clear(&res);
                 return fail("%s", why);
         }

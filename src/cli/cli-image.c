@@ -83,7 +83,7 @@ static int run_script(char *const argv[])
         return 1;
 }
 
-int hxs_cli_image(int argc, char **argv)
+int cli_image(int argc, char **argv)
 {
         static const char *const script_dirs[] = { ".", "../share/hexr-sandbox", NULL };
         static const char *const agent_dirs[] = { ".", "../lib/hexr-sandbox", NULL };

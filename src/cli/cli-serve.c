@@ -32,7 +32,7 @@ static void usage(FILE *f)
                 "  -h, --help          this text\n"
                 "\n"
                 "Settings (environment variables):\n");
-        hxs_cli_print_settings(f);
+        cli_print_settings(f);
 }
 
 /* 0 to serve, 1 when --help was printed, -1 for bad usage (said on stderr). */
@@ -72,12 +72,12 @@ static int parse_args(int argc, char **argv, const char **ret_listen)
         return 0;
 }
 
-int hxs_cli_serve(int argc, char **argv)
+int cli_serve(int argc, char **argv)
 {
         const char *listen = NULL;
         hxs_config cfg;
         hxs_error err = { 0 };
-        hxs_server *srv = NULL;
+        server *srv = NULL;
 
         int r = parse_args(argc, argv, &listen);
         if (r != 0)
@@ -98,13 +98,13 @@ int hxs_cli_serve(int argc, char **argv)
                         "See docs/deploy.md for the flags.\n", box.why, box.lacks);
                 return EXIT_FAILURE_RUNTIME;
         }
-        r = hxs_server_new(&cfg, &srv, &err);
+        r = server_new(&cfg, &srv, &err);
         if (r < 0) {
                 fprintf(stderr, "hexr-sandbox: %s\n", err.message);
                 return err.kind == HXS_ERR_INVALID ? EXIT_USAGE : EXIT_FAILURE_RUNTIME;
         }
-        fprintf(stderr, "hexr-sandbox: listening on %s\n", hxs_server_address(srv));
-        r = hxs_server_run(srv);
-        hxs_server_free(srv);
+        fprintf(stderr, "hexr-sandbox: listening on %s\n", server_address(srv));
+        r = server_run(srv);
+        server_free(srv);
         return r < 0 ? EXIT_FAILURE_RUNTIME : 0;
 }

@@ -161,7 +161,7 @@ static const char *default_of(const hxs_setting_info *s)
         return s->default_text[0] ? s->default_text : "unset";
 }
 
-void hxs_cli_print_settings(FILE *f)
+void cli_print_settings(FILE *f)
 {
         int width = 0;
         for (size_t i = 0; i < hxs_settings_count(); i++) {
@@ -192,7 +192,7 @@ static void print_markdown(FILE *f)
         fputs(MARKDOWN_TAIL, f);
 }
 
-int hxs_cli_settings(int argc, char **argv)
+int cli_settings(int argc, char **argv)
 {
         bool markdown = false;
         for (int i = 1; i < argc; i++) {
@@ -212,6 +212,6 @@ int hxs_cli_settings(int argc, char **argv)
         if (markdown)
                 print_markdown(stdout);
         else
-                hxs_cli_print_settings(stdout);
+                cli_print_settings(stdout);
         return fflush(stdout) == 0 ? 0 : 1;
 }

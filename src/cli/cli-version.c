@@ -4,7 +4,7 @@
 #include "cli/cli.h"
 #include "hexr-sandbox/sandbox.h"
 
-int hxs_cli_version(int argc, char **argv)
+int cli_version(int argc, char **argv)
 {
         printf("hexr-sandbox %s\n", hxs_version());
         return 0;

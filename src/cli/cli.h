@@ -8,20 +8,20 @@
  * `docker run` so it rarely collides with a program's own status. */
 #define HXS_CLI_EXIT_FAILURE 125
 
-int hxs_cli_exec(int argc, char **argv);
-int hxs_cli_doctor(int argc, char **argv);
-int hxs_cli_version(int argc, char **argv);
-int hxs_cli_image(int argc, char **argv);
+int cli_exec(int argc, char **argv);
+int cli_doctor(int argc, char **argv);
+int cli_version(int argc, char **argv);
+int cli_image(int argc, char **argv);
 /* `serve [--listen ADDR]`: 0 after a clean stop, 1 when the service failed, 2 for
  * invalid options or settings. */
-int hxs_cli_serve(int argc, char **argv);
-int hxs_cli_settings(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_settings(int argc, char **argv);
 
 /* exec's files (cli-exec-files.c): --file LOCAL[:PATH] added to req, and the result's
  * files written under dir (--out). -errno with the reason in why. */
 #include "hexr-sandbox/sandbox.h"
-int hxs_cli_add_file(hxs_request *req, const char *arg, char *why, size_t why_size);
-int hxs_cli_write_files(const char *dir, const hxs_result *res, char *why, size_t why_size);
+int cli_add_file(hxs_request *req, const char *arg, char *why, size_t why_size);
+int cli_write_files(const char *dir, const hxs_result *res, char *why, size_t why_size);
 /* Prints every setting of the table, one row each: env, help, default, what it accepts
  * (cli-settings.c; the one printer, used by every --help). */
-void hxs_cli_print_settings(FILE *f);
+void cli_print_settings(FILE *f);

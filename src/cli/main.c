@@ -11,12 +11,12 @@ static const struct {
         int (*run)(int argc, char **argv);
         const char *help;
 } verbs[] = {
-        { "exec", hxs_cli_exec, "run code in a fresh sandbox and print what it printed" },
-        { "serve", hxs_cli_serve, "run the HTTP service" },
-        { "doctor", hxs_cli_doctor, "check which isolation features this host has" },
-        { "image", hxs_cli_image, "build or inspect the microVM guest image" },
-        { "settings", hxs_cli_settings, "print every setting; --markdown: docs/configuration.md" },
-        { "version", hxs_cli_version, "print the version" },
+        { "exec", cli_exec, "run code in a fresh sandbox and print what it printed" },
+        { "serve", cli_serve, "run the HTTP service" },
+        { "doctor", cli_doctor, "check which isolation features this host has" },
+        { "image", cli_image, "build or inspect the microVM guest image" },
+        { "settings", cli_settings, "print every setting; --markdown: docs/configuration.md" },
+        { "version", cli_version, "print the version" },
 };
 
 static void usage(FILE *f)
@@ -25,7 +25,7 @@ static void usage(FILE *f)
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
         fprintf(f, "\n`hexr-sandbox VERB --help` for a verb's options.\n\nsettings (environment):\n");
-        hxs_cli_print_settings(f);
+        cli_print_settings(f);
 }
 
 int main(int argc, char **argv)
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
                 return 0;
         }
         if (strcmp(argv[1], "--version") == 0)
-                return hxs_cli_version(argc - 1, argv + 1);
+                return cli_version(argc - 1, argv + 1);
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 if (strcmp(argv[1], verbs[i].name) == 0)
                         return verbs[i].run(argc - 1, argv + 1);

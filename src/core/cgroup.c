@@ -82,7 +82,7 @@ static int v2_prepare(const char *own, cg_layout *l, hxs_error *err)
         snprintf(l->base[CG_MEMORY], sizeof(l->base[CG_MEMORY]), "%s%s/%s", CG_ROOT, own, CG_DIRNAME);
         r = mkdir_p_cg(l->base[CG_MEMORY]);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "cannot create %s: %s",
+                return err_fail(err, HXS_ERR_UNSUPPORTED, r, "cannot create %s: %s",
                                 l->base[CG_MEMORY], strerror(-r));
         /* Move ourselves out of the way if our cgroup has processes (it does: us). */
         snprintf(p, sizeof(p), "%s/supervisor-%d", l->base[CG_MEMORY], (int)getpid());
@@ -98,7 +98,7 @@ static int v2_prepare(const char *own, cg_layout *l, hxs_error *err)
         if (r < 0)
                 r = write_file(p, "+memory +pids");
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r,
+                return err_fail(err, HXS_ERR_UNSUPPORTED, r,
                                 "cannot enable the memory and pids controllers in %s: %s",
                                 l->base[CG_MEMORY], strerror(-r));
         return 0;
@@ -132,12 +132,12 @@ int cg_layout_init(cg_layout *ret, hxs_error *err)
         char own[512];
         int r = instance_name(l.instance, sizeof(l.instance));
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "cannot read our own start time");
+                return err_fail(err, HXS_ERR_UNSUPPORTED, r, "cannot read our own start time");
 
         if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC)) {
                 l.pure_v2 = true;
                 if (own_cgroup("", own, sizeof(own)) < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOENT, "no cgroup v2 entry in /proc/self/cgroup");
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -ENOENT, "no cgroup v2 entry in /proc/self/cgroup");
                 leave_own_leaf(own);
                 r = v2_prepare(own, &l, err);
                 if (r < 0)
@@ -157,7 +157,7 @@ int cg_layout_init(cg_layout *ret, hxs_error *err)
                 snprintf(l.base[h], sizeof(l.base[h]), "%s%s/%s", mnt, own, CG_DIRNAME);
                 r = mkdir_p_cg(l.base[h]);
                 if (r < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "cannot create %s: %s",
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, r, "cannot create %s: %s",
                                         l.base[h], strerror(-r));
                 l.have[h] = true;
         }
@@ -168,7 +168,7 @@ int cg_layout_init(cg_layout *ret, hxs_error *err)
                         l.have[CG_UNIFIED] = true;
         }
         if (!l.have[CG_MEMORY] || !l.have[CG_PIDS])
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOTSUP,
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -ENOTSUP,
                                 "need the memory and pids cgroup controllers (v1 under %s or v2)", CG_ROOT);
         *ret = l;
         return 0;
@@ -232,7 +232,7 @@ int cg_exec_create(const cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_e
                         r = -errno;
                         c.path[h][0] = '\0';
                         cg_exec_remove(&c);
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "creating cgroup %s: %s",
+                        return err_fail(err, HXS_ERR_SETUP, r, "creating cgroup %s: %s",
                                         l->base[h], strerror(-r));
                 }
         }
@@ -267,7 +267,7 @@ int cg_exec_create(const cg_layout *l, const cg_limits *lim, cg_exec *ret, hxs_e
         return 0;
 fail:
         cg_exec_remove(&c);
-        return hxs_fail(err, HXS_ERR_SETUP, r, "setting cgroup %s: %s", what, strerror(-r));
+        return err_fail(err, HXS_ERR_SETUP, r, "setting cgroup %s: %s", what, strerror(-r));
 }
 
 void cg_exec_name(const cg_exec *c, char *buf, size_t size)
@@ -290,7 +290,7 @@ int cg_exec_attach(const cg_exec *c, pid_t pid, unsigned joined, hxs_error *err)
                         continue;
                 int r = cg_file(c->path[h], "cgroup.procs", val);
                 if (r < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "moving the sandbox into %s: %s",
+                        return err_fail(err, HXS_ERR_SETUP, r, "moving the sandbox into %s: %s",
                                         c->path[h], strerror(-r));
         }
         return 0;
@@ -328,7 +328,7 @@ int cg_join_open(const cg_exec *c, cg_join *ret, hxs_error *err)
                 if (fd < 0) {
                         int r = -errno;
                         cg_join_close(&j);
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "opening %s: %s", c->path[h], strerror(-r));
+                        return err_fail(err, HXS_ERR_SETUP, r, "opening %s: %s", c->path[h], strerror(-r));
                 }
                 if (v2) {
                         if (j.v2_dirfd >= 0)

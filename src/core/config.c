@@ -350,7 +350,7 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                                 *(uint32_t *)base = (uint32_t)k;
                                 return 0;
                         }
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                       "%s: \"%s\" is not one of auto, namespaces, qemu, firecracker",
                                       s->info.env, value);
         case SET_ACCEL:
@@ -359,17 +359,17 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                                 *(uint32_t *)base = (uint32_t)k;
                                 return 0;
                         }
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                       "%s: \"%.64s\" is not one of auto, kvm, tcg", s->info.env, value);
         case SET_LISTEN:
                 if (check_listen(value) < 0)
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                               "%s: \"%s\" is not host:port, :port or unix:/absolute/path",
                                               s->info.env, value);
                 _fallthrough_;
         case SET_STRING:
                 if (strlen(value) >= s->size)
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                               "%s: longer than %zu characters", s->info.env,
                                               s->size - 1);
                 memcpy(base, value, strlen(value) + 1);
@@ -386,19 +386,19 @@ static int apply(hxs_config *cfg, const setting *s, const char *value, hxs_error
                                 return 0;
                         }
                 }
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                       "%s: \"%.64s\" is not on or off", s->info.env, value);
         }
         case SET_TYPE_MAX:
         default:
-                return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL, "bad settings table");
+                return err_fail(err, HXS_ERR_INTERNAL, -EINVAL, "bad settings table");
         }
 
         if (r < 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, s->info.env,
                                       "%s: \"%.64s\" is not %s", s->info.env, value, rule);
         if (v < s->min || v > s->max)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -ERANGE, s->info.env,
+                return err_fail_field(err, HXS_ERR_INVALID, -ERANGE, s->info.env,
                                       "%s: %llu is outside %llu..%llu", s->info.env,
                                       (unsigned long long)v, (unsigned long long)s->min,
                                       (unsigned long long)s->max);
@@ -410,7 +410,7 @@ int hxs_config_set(hxs_config *cfg, const char *env, const char *value, hxs_erro
 {
         const setting *s = find_setting(env);
         if (!s)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -ENOENT, env, "%s: no such setting", env);
+                return err_fail_field(err, HXS_ERR_INVALID, -ENOENT, env, "%s: no such setting", env);
         return apply(cfg, s, value, err);
 }
 
@@ -431,20 +431,20 @@ static int config_check(hxs_config *cfg, hxs_error *err)
         if (cfg->default_memory_mb > cfg->max_memory_mb)
                 cfg->default_memory_mb = cfg->max_memory_mb;
         if (cfg->max_stream_bytes < cfg->max_output_bytes)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "MAX_STREAM_BYTES",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "MAX_STREAM_BYTES",
                                       "MAX_STREAM_BYTES: %" PRIu32 " is below MAX_OUTPUT_BYTES (%" PRIu32
                                       "): a program may print at least what a result keeps",
                                       cfg->max_stream_bytes, cfg->max_output_bytes);
         if (cfg->state_dir[0] != '/')
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "STATE_DIR",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "STATE_DIR",
                                       "STATE_DIR: must be an absolute path");
         if (cfg->packages_wheelhouse[0]) {
                 struct stat st;
                 if (cfg->packages_wheelhouse[0] != '/')
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_WHEELHOUSE",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_WHEELHOUSE",
                                               "PACKAGES_WHEELHOUSE: must be an absolute path");
                 if (stat(cfg->packages_wheelhouse, &st) < 0 || !S_ISDIR(st.st_mode))
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -ENOTDIR, "PACKAGES_WHEELHOUSE",
+                        return err_fail_field(err, HXS_ERR_INVALID, -ENOTDIR, "PACKAGES_WHEELHOUSE",
                                               "PACKAGES_WHEELHOUSE: %s is not an existing directory",
                                               cfg->packages_wheelhouse);
         }
@@ -455,15 +455,15 @@ static int config_check(hxs_config *cfg, hxs_error *err)
                 for (const char *c = u; ok && *c; c++)
                         ok = (unsigned char)*c > ' ' && (unsigned char)*c < 0x7f;
                 if (!ok)
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_INDEX_URL",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_INDEX_URL",
                                               "PACKAGES_INDEX_URL: must be an http:// or https:// URL with a host, without spaces or control characters");
         }
         if (cfg->packages_cache_dir[0] != '/' || strstr(cfg->packages_cache_dir, "/../") ||
             strlen(cfg->packages_cache_dir) > 200)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_CACHE_DIR",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "PACKAGES_CACHE_DIR",
                                       "PACKAGES_CACHE_DIR: must be an absolute path of at most 200 characters, without ..");
         if (cfg->rootfs[0] && cfg->rootfs[0] != '/')
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SANDBOX_ROOTFS",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SANDBOX_ROOTFS",
                                       "SANDBOX_ROOTFS: must be an absolute path");
         static const struct { const char *env; size_t off; } paths[] = {
                 { "SANDBOX_VM_IMAGE_DIR", offsetof(hxs_config, vm_image_dir) },
@@ -472,17 +472,17 @@ static int config_check(hxs_config *cfg, hxs_error *err)
         };
         for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
                 if (((const char *)cfg + paths[i].off)[0] != '/')
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, paths[i].env,
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, paths[i].env,
                                               "%s: must be an absolute path", paths[i].env);
         /* named after the one that is set: that is what the operator wrote */
         if (cfg->tls_cert_file[0] && !cfg->tls_key_file[0])
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE",
                                       "TLS_CERT_FILE: needs TLS_KEY_FILE, the certificate's private key");
         if (!cfg->tls_cert_file[0] && cfg->tls_key_file[0])
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_KEY_FILE",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_KEY_FILE",
                                       "TLS_KEY_FILE: needs TLS_CERT_FILE, the certificate of the key");
         if (cfg->tls_client_ca_file[0] && !cfg->tls_cert_file[0])
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_CLIENT_CA_FILE",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TLS_CLIENT_CA_FILE",
                                       "TLS_CLIENT_CA_FILE: needs TLS_CERT_FILE and TLS_KEY_FILE (mTLS is TLS)");
         return 0;
 }
@@ -508,7 +508,7 @@ int hxs_config_from_env(hxs_config *ret, hxs_error *err)
 
 /* ---- SANDBOX_UID_BASE against the host's ids (uidcheck.h) ----------------------------- */
 
-static const hxs_uid_range *range_hit(const hxs_uid_range *ranges, size_t n, uint64_t lo, uint64_t count)
+static const uid_range *range_hit(const uid_range *ranges, size_t n, uint64_t lo, uint64_t count)
 {
         for (size_t i = 0; i < n; i++) {
                 uint64_t a = ranges[i].first, b = a + ranges[i].count;
@@ -542,13 +542,13 @@ static long long colon_number(const char *line, unsigned field)
 enum id_file_kind { ID_SUBORDINATE, ID_ACCOUNT };
 
 static int check_id_file(const char *path, enum id_file_kind kind, const unsigned *fields, size_t n_fields,
-                         const hxs_uid_range *ranges, size_t n, hxs_error *err)
+                         const uid_range *ranges, size_t n, hxs_error *err)
 {
         FILE *f = fopen(path, "re");
         if (!f) {
                 if (errno == ENOENT)
                         return 0;
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "SANDBOX_UID_BASE",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "SANDBOX_UID_BASE",
                                       "SANDBOX_UID_BASE: cannot read %s to check the sandbox uids against it: %s",
                                       path, strerror(errno));
         }
@@ -569,18 +569,18 @@ static int check_id_file(const char *path, enum id_file_kind kind, const unsigne
                         long long count = 1;
                         if (kind == ID_SUBORDINATE && (count = colon_number(line, 2)) < 0)
                                 continue;
-                        const hxs_uid_range *hit = range_hit(ranges, n, (uint64_t)lo, (uint64_t)count);
+                        const uid_range *hit = range_hit(ranges, n, (uint64_t)lo, (uint64_t)count);
                         if (!hit)
                                 continue;
                         if (kind == ID_SUBORDINATE)
-                                r = hxs_fail_field(err, HXS_ERR_INVALID, -EEXIST, "SANDBOX_UID_BASE",
+                                r = err_fail_field(err, HXS_ERR_INVALID, -EEXIST, "SANDBOX_UID_BASE",
                                                    "SANDBOX_UID_BASE: host ids %u..%u (%s) overlap %s line %u "
                                                    "(\"%.80s\": %lld..%lld); choose a SANDBOX_UID_BASE whose ids "
                                                    "are nobody's",
                                                    hit->first, hit->first + hit->count - 1, hit->what, path, lineno,
                                                    line, lo, lo + count - 1);
                         else
-                                r = hxs_fail_field(err, HXS_ERR_INVALID, -EEXIST, "SANDBOX_UID_BASE",
+                                r = err_fail_field(err, HXS_ERR_INVALID, -EEXIST, "SANDBOX_UID_BASE",
                                                    "SANDBOX_UID_BASE: host ids %u..%u (%s) include id %lld of %s "
                                                    "line %u (\"%.40s...\"); choose a SANDBOX_UID_BASE whose ids are "
                                                    "nobody's",
@@ -589,15 +589,15 @@ static int check_id_file(const char *path, enum id_file_kind kind, const unsigne
                 }
         }
         if (r == 0 && ferror(f))
-                r = hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EIO, "SANDBOX_UID_BASE",
+                r = err_fail_field(err, HXS_ERR_UNSUPPORTED, -EIO, "SANDBOX_UID_BASE",
                                    "SANDBOX_UID_BASE: cannot read %s", path);
         fclose(f);
         return r;
 }
 
-int hxs_uid_ranges_check(const hxs_uid_range *ranges, size_t n, const hxs_id_files *files, hxs_error *err)
+int uid_ranges_check(const uid_range *ranges, size_t n, const id_files *files, hxs_error *err)
 {
-        hxs_id_files def = { "/etc/subuid", "/etc/subgid", "/etc/passwd", "/etc/group" };
+        id_files def = { "/etc/subuid", "/etc/subgid", "/etc/passwd", "/etc/group" };
         if (!files)
                 files = &def;
         static const unsigned sub_fields[] = { 1 }, passwd_fields[] = { 2, 3 }, group_fields[] = { 2 };

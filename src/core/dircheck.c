@@ -20,10 +20,10 @@ int dir_check_private(const char *path, const char *setting, char *ret_real, siz
 {
         char real[PATH_MAX];
         if (!realpath(path, real))
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, setting, "%s: %s: %s", setting, path,
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, setting, "%s: %s: %s", setting, path,
                                       strerror(errno));
         if (strlen(real) >= size)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, setting,
+                return err_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, setting,
                                       "%s: %s is longer than %zu characters", setting, real, size - 1);
         /* from the directory itself up to / (every prefix of the resolved path) */
         char p[PATH_MAX];
@@ -33,18 +33,18 @@ int dir_check_private(const char *path, const char *setting, char *ret_real, siz
                 struct stat st;
                 const char *shown = len ? p : "/";
                 if (lstat(shown, &st) < 0)
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, setting, "%s: %s: %s", setting,
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, setting, "%s: %s: %s", setting,
                                               shown, strerror(errno));
                 const char *what = self ? "" : "the directory above it, ";
                 if (!S_ISDIR(st.st_mode))
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOTDIR, setting,
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOTDIR, setting,
                                               "%s: %s%s is not a directory", setting, what, shown);
                 if (st.st_uid != 0 && st.st_uid != geteuid())
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EPERM, setting,
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -EPERM, setting,
                                               "%s: %s%s belongs to uid %u: whoever owns it can replace what the service keeps there; it and every directory above it must belong to root (chown root %s)",
                                               setting, what, shown, (unsigned)st.st_uid, shown);
                 if ((st.st_mode & 022) && (self || !(st.st_mode & S_ISVTX)))
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EPERM, setting,
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -EPERM, setting,
                                               "%s: %s%s (mode %04o) is writable by %s: it and every directory above it must be writable by root only (chmod go-w %s)%s",
                                               setting, what, shown, (unsigned)(st.st_mode & 07777),
                                               (st.st_mode & 002) ? "others" : "its group", shown,

@@ -22,7 +22,7 @@ const char *hxs_error_kind_name(hxs_error_kind kind)
         return kind_names[kind];
 }
 
-void hxs_error_clear(hxs_error *err)
+void err_clear(hxs_error *err)
 {
         if (err)
                 memset(err, 0, sizeof(*err));
@@ -39,7 +39,7 @@ static void vfill(hxs_error *err, hxs_error_kind kind, int ret, const char *fiel
         err->subject[0] = '\0';
 }
 
-int hxs_fail(hxs_error *err, hxs_error_kind kind, int ret, const char *fmt, ...)
+int err_fail(hxs_error *err, hxs_error_kind kind, int ret, const char *fmt, ...)
 {
         if (err) {
                 va_list ap;
@@ -50,7 +50,7 @@ int hxs_fail(hxs_error *err, hxs_error_kind kind, int ret, const char *fmt, ...)
         return ret;
 }
 
-int hxs_fail_field(hxs_error *err, hxs_error_kind kind, int ret, const char *field,
+int err_fail_field(hxs_error *err, hxs_error_kind kind, int ret, const char *field,
                    const char *fmt, ...)
 {
         if (err) {
@@ -62,7 +62,7 @@ int hxs_fail_field(hxs_error *err, hxs_error_kind kind, int ret, const char *fie
         return ret;
 }
 
-int hxs_fail_subject(hxs_error *err, hxs_error_kind kind, int ret, const char *field, const char *subject,
+int err_fail_subject(hxs_error *err, hxs_error_kind kind, int ret, const char *field, const char *subject,
                      const char *fmt, ...)
 {
         if (err) {
@@ -75,7 +75,7 @@ int hxs_fail_subject(hxs_error *err, hxs_error_kind kind, int ret, const char *f
         return ret;
 }
 
-int hxs_wrap(hxs_error *err, int ret, const char *fmt, ...)
+int err_wrap(hxs_error *err, int ret, const char *fmt, ...)
 {
         if (!err)
                 return ret;

@@ -13,17 +13,17 @@
 
 #include "hexr-sandbox/sandbox.h"
 
-typedef struct hxs_uid_range {
+typedef struct uid_range {
         uint32_t first, count;          /* [first, first + count) */
         const char *what;               /* for the message */
-} hxs_uid_range;
+} uid_range;
 
 /* The files consulted (NULL in any field: the system's /etc file). */
-typedef struct hxs_id_files {
+typedef struct id_files {
         const char *subuid, *subgid, *passwd, *group;
-} hxs_id_files;
+} id_files;
 
 /* 0, or -EEXIST with err naming SANDBOX_UID_BASE, the range and the line it meets;
  * other -errno when a file exists but cannot be read. files may be NULL. */
-int hxs_uid_ranges_check(const hxs_uid_range *ranges, size_t n, const hxs_id_files *files,
+int uid_ranges_check(const uid_range *ranges, size_t n, const id_files *files,
                          hxs_error *err);

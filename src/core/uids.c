@@ -17,14 +17,14 @@ unsigned ns_owner_pool(const hxs_config *cfg)
         return 4 * live > NS_OWNER_POOL_MIN ? 4 * live : NS_OWNER_POOL_MIN;
 }
 
-size_t host_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[HOST_UID_RANGES])
+size_t host_uid_ranges(const hxs_config *cfg, uid_range ret[HOST_UID_RANGES])
 {
         uint32_t b = cfg->uid_base;
-        ret[0] = (hxs_uid_range){ b, 1, "the sandbox's root" };
-        ret[1] = (hxs_uid_range){ b + NS_SANDBOX_UID, 1, "the sandbox user" };
-        ret[2] = (hxs_uid_range){ b + NS_TEMPLATE_UID, 1, "the warm templates" };
-        ret[3] = (hxs_uid_range){ b + PKG_FETCH_UID, HOST_VMM_UIDS, "the package downloader and the VMMs" };
-        ret[4] = (hxs_uid_range){ b + NS_OWNER_UID, ns_owner_pool(cfg),
+        ret[0] = (uid_range){ b, 1, "the sandbox's root" };
+        ret[1] = (uid_range){ b + NS_SANDBOX_UID, 1, "the sandbox user" };
+        ret[2] = (uid_range){ b + NS_TEMPLATE_UID, 1, "the warm templates" };
+        ret[3] = (uid_range){ b + PKG_FETCH_UID, HOST_VMM_UIDS, "the package downloader and the VMMs" };
+        ret[4] = (uid_range){ b + NS_OWNER_UID, ns_owner_pool(cfg),
                                   "the owners of the sandboxes' user namespaces" };
         return HOST_UID_RANGES;
 }

@@ -46,4 +46,4 @@ unsigned ns_warm_slots(const hxs_config *cfg);
 unsigned ns_owner_pool(const hxs_config *cfg);
 /* Every host uid range above, for the start-up check of core/uidcheck.h. */
 #define HOST_UID_RANGES 5
-size_t host_uid_ranges(const hxs_config *cfg, hxs_uid_range ret[HOST_UID_RANGES]);
+size_t host_uid_ranges(const hxs_config *cfg, uid_range ret[HOST_UID_RANGES]);

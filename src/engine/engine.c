@@ -32,7 +32,7 @@ static void engine_free(hxs_engine *e)
         if (e->ops)
                 e->ops->fini(e->state);
         pkgcache_fini(&e->pkgcache);
-        hxs_pkg_index_free(&e->pkgs);
+        pkg_index_free(&e->pkgs);
         free(e);
 }
 
@@ -43,12 +43,12 @@ static void engine_freep(hxs_engine **e) { engine_free(*e); }
  * changeable by root only: from now on its resolved path is used. */
 static int claim_host(hxs_engine *e, hxs_error *err)
 {
-        hxs_uid_range ranges[HOST_UID_RANGES];
-        int r = hxs_uid_ranges_check(ranges, host_uid_ranges(&e->cfg, ranges), NULL, err);
+        uid_range ranges[HOST_UID_RANGES];
+        int r = uid_ranges_check(ranges, host_uid_ranges(&e->cfg, ranges), NULL, err);
         if (r < 0)
                 return r;
         if (mkdir(e->cfg.state_dir, 0711) < 0 && errno != EEXIST)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR", "STATE_DIR: %s: %s",
                                       e->cfg.state_dir, strerror(errno));
         char resolved[sizeof(e->cfg.state_dir)];
         r = dir_check_private(e->cfg.state_dir, "STATE_DIR", resolved, sizeof(resolved), err);
@@ -62,7 +62,7 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
 {
         _cleanup_(engine_freep) hxs_engine *e = calloc(1, sizeof(*e));
         if (!e)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         e->cfg = *cfg;
         e->pkgcache = (pkgcache)PKGCACHE_INIT; /* engine_free may meet it before its init */
         int r = claim_host(e, err);
@@ -85,9 +85,9 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         r = hxs_runtime_info_load(&e->cfg, e->kind, &e->runtimes, err);
         if (r < 0)
                 return r;
-        r = hxs_pkg_index_load(&e->pkgs, cfg->rootfs);
+        r = pkg_index_load(&e->pkgs, cfg->rootfs);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         r = pkgcache_init(&e->pkgcache, cfg, &e->pkgs, e->ops->features & BACKEND_INSTALLS_PACKAGES, err);
         if (r < 0)
                 return r;
@@ -122,7 +122,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         hxs_exec *x = calloc(1, sizeof(*x));
         if (!x) {
                 hxs_request_free(req);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         x->engine = e;
         x->req = req;
@@ -131,7 +131,7 @@ int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
         capbuf_init(&x->err, e->cfg.max_output_bytes);
         x->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (x->epfd < 0) {
-                int r = hxs_fail(err, HXS_ERR_SETUP, -errno, "epoll_create1: %s", strerror(errno));
+                int r = err_fail(err, HXS_ERR_SETUP, -errno, "epoll_create1: %s", strerror(errno));
                 hxs_exec_free(x);
                 return r;
         }
@@ -144,9 +144,9 @@ static void exec_freep(hxs_exec **x) { hxs_exec_free(*x); }
 int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_error *err)
 {
         hxs_request *copy;
-        int r = hxs_request_dup(req, &copy);
+        int r = request_dup(req, &copy);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         r = hxs_request_validate(copy, &e->cfg, err);
         if (r < 0) {
                 hxs_request_free(copy);
@@ -155,7 +155,7 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
         if (!(e->ops->features & BACKEND_FILES) && (copy->n_files > 0 || copy->n_globs > 0)) {
                 /* a backend that cannot move files must say so, never drop them */
                 hxs_request_free(copy);
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EOPNOTSUPP, "files",
+                return err_fail_field(err, HXS_ERR_INVALID, -EOPNOTSUPP, "files",
                                       "files: the %s backend does not take files in or return them yet "
                                       "(files and return_files need the namespaces backend)", e->ops->name);
         }
@@ -178,7 +178,7 @@ int exec_backend_start(hxs_exec *x, hxs_error *err)
         hxs_engine *e = x->engine;
         x->priv = calloc(1, e->ops->exec_size ? e->ops->exec_size : 1);
         if (!x->priv)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         return e->ops->start(e->state, x, err);
 }
 
@@ -265,7 +265,7 @@ int hxs_run(hxs_engine *e, const hxs_request *req, hxs_result *ret, hxs_error *e
                 struct epoll_event ev;
                 int n = epoll_wait(hxs_exec_fd(x), &ev, 1, -1);
                 if (n < 0 && errno != EINTR)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -errno, "epoll_wait: %s", strerror(errno));
+                        return err_fail(err, HXS_ERR_INTERNAL, -errno, "epoll_wait: %s", strerror(errno));
                 hxs_exec_process(x);
         }
         return hxs_exec_take_result(x, ret, err);

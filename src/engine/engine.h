@@ -21,7 +21,7 @@ struct hxs_engine {
         cg_layout cg;
         cg_graveyard graveyard;
         /* Python distributions the image provides (packages=) */
-        hxs_pkg_index pkgs;
+        pkg_index pkgs;
         pkgcache pkgcache;              /* installed sets, when a wheelhouse is configured */
         /* the runtime manifest and the root's versions of it, read at start */
         hxs_runtime_info runtimes;

@@ -59,7 +59,7 @@ static int utf8_char(const unsigned char *p, size_t n)
 
 static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
 
-json_t *hxs_json_string_lossy(const char *data, size_t len)
+json_t *json_string_lossy(const char *data, size_t len)
 {
         const unsigned char *p = (const unsigned char *)data;
         size_t i = 0;
@@ -99,7 +99,7 @@ json_t *hxs_json_string_lossy(const char *data, size_t len)
         return s;
 }
 
-size_t hxs_utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len)
+size_t utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len)
 {
         const unsigned char *p = (const unsigned char *)src;
         size_t o = 0, i = 0;
@@ -142,12 +142,12 @@ static int invalid(hxs_error *err, const char *field, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, field, "%s", msg);
+        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, field, "%s", msg);
 }
 
 static int no_memory(hxs_error *err)
 {
-        return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while reading the request");
+        return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while reading the request");
 }
 
 /* An untrusted name made safe and short for a message: printable ASCII, the rest as
@@ -494,7 +494,7 @@ int hxs_request_from_json(const char *body, size_t len, const hxs_config *cfg,
                 if (json_error_code(&jerr) == json_error_duplicate_key)
                         return duplicate_key(&jerr, err);
                 /* jansson may quote the offending bytes, which need not be UTF-8. */
-                hxs_utf8_lossy_copy(text, sizeof(text), jerr.text, strlen(jerr.text));
+                utf8_lossy_copy(text, sizeof(text), jerr.text, strlen(jerr.text));
                 /* Two refusals jansson makes before any field rule runs, said in our terms. */
                 const char *hint = "";
                 if (strstr(jerr.text, "NUL byte in object key"))
@@ -582,7 +582,7 @@ static json_t *file_to_json(const hxs_file *f)
         if (!o)
                 return NULL;
         bool text = strncmp(f->mime, "text/", 5) == 0 && valid_utf8(f->data, f->len);
-        put(o, "path", hxs_json_string_lossy(f->path, strlen(f->path)), &ok);
+        put(o, "path", json_string_lossy(f->path, strlen(f->path)), &ok);
         put(o, "size", json_integer(clamp_ll(f->size)), &ok);
         put(o, "mime", json_string(f->mime), &ok);
         put(o, "encoding", json_string(text ? "utf-8" : "base64"), &ok);
@@ -626,7 +626,7 @@ static json_t *end_to_json(const hxs_result *res)
         if (!e)
                 return NULL;
         put(e, "type", json_string(hxs_end_reason_name(res->end)), &ok);
-        put(e, "message", hxs_json_string_lossy(res->end_message,
+        put(e, "message", json_string_lossy(res->end_message,
                                                 strnlen(res->end_message, sizeof(res->end_message))), &ok);
         if (!ok) {
                 json_decref(e);
@@ -635,16 +635,16 @@ static json_t *end_to_json(const hxs_result *res)
         return e;
 }
 
-json_t *hxs_result_to_json(const hxs_result *res, const char *id)
+json_t *result_to_json(const hxs_result *res, const char *id)
 {
         json_t *o = json_object();
         bool ok = o != NULL;
         if (!o)
                 return NULL;
 
-        put(o, "stdout", hxs_json_string_lossy(res->stdout_data ? res->stdout_data : "",
+        put(o, "stdout", json_string_lossy(res->stdout_data ? res->stdout_data : "",
                                                res->stdout_data ? res->stdout_len : 0), &ok);
-        put(o, "stderr", hxs_json_string_lossy(res->stderr_data ? res->stderr_data : "",
+        put(o, "stderr", json_string_lossy(res->stderr_data ? res->stderr_data : "",
                                                res->stderr_data ? res->stderr_len : 0), &ok);
         put(o, "exit_code", json_integer(res->exit_code), &ok);
         put(o, "execution_time_ms",
@@ -673,7 +673,7 @@ json_t *hxs_result_to_json(const hxs_result *res, const char *id)
 
 /* ---- the result as text, in one pass per string -------------------------------- */
 
-/* A JSON string of bytes, as jansson would dump hxs_json_string_lossy() of them:
+/* A JSON string of bytes, as jansson would dump json_string_lossy() of them:
  * U+FFFD for each maximal invalid subsequence, the escapes json_dumps() uses. With
  * out NULL, only counts. Large program output is the common case: it is converted
  * once, straight into the reply, instead of into a jansson string and again out. */

@@ -16,13 +16,13 @@
  * stderr_truncated, id. Output is bytes: invalid UTF-8 is replaced with U+FFFD so the
  * JSON is always valid. id NULL leaves the "id" field out. Returns a new reference
  * (NULL on allocation failure). */
-json_t *hxs_result_to_json(const hxs_result *res, const char *id);
+json_t *result_to_json(const hxs_result *res, const char *id);
 
 /* Bytes to a JSON string, replacing each maximal invalid UTF-8 subsequence with U+FFFD
  * (the Unicode "best practice", as Python's errors="replace"). NULL on ENOMEM. */
-json_t *hxs_json_string_lossy(const char *data, size_t len);
+json_t *json_string_lossy(const char *data, size_t len);
 
 /* The same conversion into a caller buffer: writes at most cap bytes (whole
  * characters only, NUL-terminated when cap > 0) and returns the length written.
  * Used for log fields and error messages that may quote untrusted bytes. */
-size_t hxs_utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len);
+size_t utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len);

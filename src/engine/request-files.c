@@ -65,7 +65,7 @@ static int add_file(hxs_request *req, const char *path, const void *data, size_t
         int r = array_grow((void **)&req->files, &req->cap_files, req->n_files, sizeof(*req->files));
         if (r < 0)
                 return r;
-        hxs_request_file f = { .path = strdup(path), .fd = -1, .len = len, .size = size };
+        request_file f = { .path = strdup(path), .fd = -1, .len = len, .size = size };
         if (!f.path)
                 return -ENOMEM;
         if (fd >= 0 && (f.fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
@@ -129,7 +129,7 @@ void request_files_free(hxs_request *req)
 int request_files_dup(const hxs_request *src, hxs_request *dst)
 {
         for (size_t i = 0; i < src->n_files; i++) {
-                const hxs_request_file *f = &src->files[i];
+                const request_file *f = &src->files[i];
                 int r = add_file(dst, f->path, f->data, f->len, f->fd, f->size);
                 if (r < 0)
                         return r;
@@ -152,11 +152,11 @@ uint64_t request_files_bytes(const hxs_request *req)
 
 static int cmp_paths(const void *a, const void *b)
 {
-        const hxs_request_file *const *x = a, *const *y = b;
+        const request_file *const *x = a, *const *y = b;
         return strcmp((*x)->path, (*y)->path);
 }
 
-static int path_index(const hxs_request *req, const hxs_request_file *f)
+static int path_index(const hxs_request *req, const request_file *f)
 {
         return (int)(f - req->files);
 }
@@ -166,19 +166,19 @@ static int check_collisions(hxs_request *req, hxs_error *err)
 {
         if (req->n_files < 2)
                 return 0;
-        hxs_request_file **sorted = malloc(req->n_files * sizeof(*sorted));
+        request_file **sorted = malloc(req->n_files * sizeof(*sorted));
         if (!sorted)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         for (size_t i = 0; i < req->n_files; i++)
                 sorted[i] = &req->files[i];
         qsort(sorted, req->n_files, sizeof(*sorted), cmp_paths);
         int r = 0;
         for (size_t i = 0; i < req->n_files && r == 0; i++) {
-                hxs_request_file *f = sorted[i];
+                request_file *f = sorted[i];
                 char field[48];
                 snprintf(field, sizeof(field), "files[%d].path", path_index(req, f));
                 if (i > 0 && strcmp(sorted[i - 1]->path, f->path) == 0) {
-                        r = hxs_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, f->path,
+                        r = err_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, f->path,
                                              "%s: \"%.200s\" is sent twice", field, f->path);
                         break;
                 }
@@ -188,9 +188,9 @@ static int check_collisions(hxs_request *req, hxs_error *err)
                         size_t n = (size_t)(s - f->path);
                         memcpy(prefix, f->path, n);
                         prefix[n] = '\0';
-                        hxs_request_file key = { .path = prefix }, *kp = &key;
+                        request_file key = { .path = prefix }, *kp = &key;
                         if (bsearch(&kp, sorted, req->n_files, sizeof(*sorted), cmp_paths))
-                                r = hxs_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, f->path,
+                                r = err_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, f->path,
                                                      "%s: \"%.200s\" needs the directory \"%s\", which is sent as a file",
                                                      field, f->path, prefix);
                 }
@@ -202,7 +202,7 @@ static int check_collisions(hxs_request *req, hxs_error *err)
 static int validate_globs(hxs_request *req, hxs_error *err)
 {
         if (req->n_globs > REQUEST_GLOBS_MAX)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "return_files",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "return_files",
                                       "return_files: %zu patterns exceeds the maximum %d", req->n_globs,
                                       REQUEST_GLOBS_MAX);
         for (size_t i = 0; i < req->n_globs; i++) {
@@ -210,11 +210,11 @@ static int validate_globs(hxs_request *req, hxs_error *err)
                 const char *why;
                 snprintf(field, sizeof(field), "return_files[%zu]", i);
                 if (request_path_normalize(req->return_globs[i], norm, sizeof(norm), &why) < 0)
-                        return hxs_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, req->return_globs[i],
+                        return err_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, req->return_globs[i],
                                                 "%s: \"%.200s\" %s", field, req->return_globs[i], why);
                 char *copy = strdup(norm);
                 if (!copy)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                        return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
                 free(req->return_globs[i]);
                 req->return_globs[i] = copy;
         }
@@ -224,37 +224,37 @@ static int validate_globs(hxs_request *req, hxs_error *err)
 int request_files_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err)
 {
         if (req->n_files > cfg->max_files)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
                                       "files: %zu files exceeds the maximum %" PRIu32 " (MAX_FILES)", req->n_files,
                                       cfg->max_files);
         uint64_t total = 0;
         for (size_t i = 0; i < req->n_files; i++) {
-                hxs_request_file *f = &req->files[i];
+                request_file *f = &req->files[i];
                 char field[48], norm[REQUEST_PATH_MAX + 1];
                 const char *why;
                 snprintf(field, sizeof(field), "files[%zu].path", i);
                 if (request_path_normalize(f->path, norm, sizeof(norm), &why) < 0)
-                        return hxs_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, f->path,
+                        return err_fail_subject(err, HXS_ERR_INVALID, -EINVAL, field, f->path,
                                                 "%s: \"%.200s\" %s", field, f->path, why);
                 if (strcmp(norm, f->path) != 0) {
                         char *copy = strdup(norm);
                         if (!copy)
-                                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
                         free(f->path);
                         f->path = copy;
                 }
                 if (f->size > cfg->max_file_bytes)
-                        return hxs_fail_subject(err, HXS_ERR_INVALID, -E2BIG, field, f->path,
+                        return err_fail_subject(err, HXS_ERR_INVALID, -E2BIG, field, f->path,
                                                 "%s: \"%.200s\" is %" PRIu64 " bytes, over the maximum %" PRIu32
                                                 " (MAX_FILE_BYTES)", field, f->path, f->size, cfg->max_file_bytes);
                 total += f->size;
         }
         if (total > cfg->max_files_bytes)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
                                       "files: %" PRIu64 " bytes in all exceeds the maximum %" PRIu32 " (MAX_FILES_BYTES)",
                                       total, cfg->max_files_bytes);
         if (total > (uint64_t)cfg->tmpfs_mb << 20)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
                                       "files: %" PRIu64 " bytes in all do not fit the working directory of %" PRIu32
                                       " MB (SANDBOX_TMPFS_MB)", total, cfg->tmpfs_mb);
         int r = check_collisions(req, err);

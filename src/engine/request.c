@@ -114,7 +114,7 @@ int hxs_request_add_env(hxs_request *req, const char *name, const char *value)
                 free(v);
                 return -ENOMEM;
         }
-        req->env[req->n_env++] = (hxs_env_var){ n, v };
+        req->env[req->n_env++] = (env_var){ n, v };
         return 0;
 }
 
@@ -131,7 +131,7 @@ int hxs_request_add_package(hxs_request *req, const char *requirement)
         return 0;
 }
 
-int hxs_request_dup(const hxs_request *src, hxs_request **ret)
+int request_dup(const hxs_request *src, hxs_request **ret)
 {
         hxs_request *req = hxs_request_new();
         int r = -ENOMEM;
@@ -173,72 +173,72 @@ static bool env_name_ok(const char *s)
 
 /* Requirement strings: a distribution name, optional extras, optional version
  * specifiers, spaces between them allowed. No URLs, paths, archive files, options or
- * markers (hxs_pkg_canonical says which rule a string breaks). */
+ * markers (pkg_canonical says which rule a string breaks). */
 static bool requirement_ok(const char *s, const char **why)
 {
         char canon[256];
-        return hxs_pkg_canonical(s, canon, sizeof(canon), why) == 0;
+        return pkg_canonical(s, canon, sizeof(canon), why) == 0;
 }
 
 int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err)
 {
         if ((unsigned)req->language >= HXS_LANG_MAX)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "language",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "language",
                                       "language: must be python, javascript or bash");
         if (!req->code)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "code", "code: is required");
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "code", "code: is required");
         if (req->code_len > cfg->max_code_bytes)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "code",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "code",
                                       "code: %zu bytes exceeds the maximum %u", req->code_len,
                                       cfg->max_code_bytes);
         if (req->stdin_len > cfg->max_stdin_bytes)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "stdin",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "stdin",
                                       "stdin: %zu bytes exceeds the maximum %u", req->stdin_len,
                                       cfg->max_stdin_bytes);
         if (req->timeout_s == 0)
                 req->timeout_s = cfg->default_timeout_s;
         if (req->timeout_s > cfg->max_timeout_s)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "timeout",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "timeout",
                                       "timeout: %u exceeds the maximum %u seconds",
                                       req->timeout_s, cfg->max_timeout_s);
         if (req->memory_mb == 0)
                 req->memory_mb = cfg->default_memory_mb;
         if (req->memory_mb > cfg->max_memory_mb)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "memory_mb",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "memory_mb",
                                       "memory_mb: %u exceeds the maximum %u", req->memory_mb,
                                       cfg->max_memory_mb);
         if (req->memory_mb < 16)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "memory_mb",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "memory_mb",
                                       "memory_mb: %u is below the minimum 16", req->memory_mb);
         if (req->n_env > cfg->max_env_vars)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
                                       "env_vars: %zu variables exceeds the maximum %u",
                                       req->n_env, cfg->max_env_vars);
         size_t env_bytes = 0;
         for (size_t i = 0; i < req->n_env; i++) {
-                const hxs_env_var *e = &req->env[i];
+                const env_var *e = &req->env[i];
                 if (!env_name_ok(e->name))
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "env_vars",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "env_vars",
                                               "env_vars: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]*",
                                               e->name);
                 for (size_t j = 0; j < i; j++)
                         if (strcmp(req->env[j].name, e->name) == 0)
-                                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "env_vars",
+                                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "env_vars",
                                                       "env_vars: \"%.64s\" is set twice", e->name);
                 env_bytes += strlen(e->name) + strlen(e->value) + 2;
         }
         if (env_bytes > cfg->max_env_bytes)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
                                       "env_vars: %zu bytes exceeds the maximum %u", env_bytes,
                                       cfg->max_env_bytes);
         if (req->n_packages > cfg->max_packages)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "packages",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "packages",
                                       "packages: %zu entries exceeds the maximum %u",
                                       req->n_packages, cfg->max_packages);
         for (size_t i = 0; i < req->n_packages; i++) {
                 const char *why;
                 if (!requirement_ok(req->packages[i], &why))
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
                                               "packages: \"%.64s\" is not a requirement: %s", req->packages[i], why);
         }
         return request_files_validate(req, cfg, err);

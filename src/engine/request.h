@@ -4,20 +4,20 @@
 
 #include "hexr-sandbox/sandbox.h"
 
-typedef struct hxs_env_var {
+typedef struct env_var {
         char *name;
         char *value;
-} hxs_env_var;
+} env_var;
 
 /* A file to write into the working directory before the program starts: its bytes in
  * memory, or (fd >= 0) `size` bytes of an fd of ours, read from offset 0. */
-typedef struct hxs_request_file {
+typedef struct request_file {
         char *path;             /* as given; normalised by hxs_request_validate */
         unsigned char *data;
         size_t len;
         int fd;
         uint64_t size;
-} hxs_request_file;
+} request_file;
 
 struct hxs_request {
         hxs_language language;
@@ -27,11 +27,11 @@ struct hxs_request {
         size_t stdin_len;
         uint32_t timeout_s;
         uint32_t memory_mb;
-        hxs_env_var *env;
+        env_var *env;
         size_t n_env, cap_env;
         char **packages;
         size_t n_packages, cap_packages;
-        hxs_request_file *files;        /* files in (request-files.c) */
+        request_file *files;        /* files in (request-files.c) */
         size_t n_files, cap_files;
         char **return_globs;            /* files out, besides output/ */
         size_t n_globs, cap_globs;
@@ -53,4 +53,4 @@ void request_files_free(hxs_request *req);
 uint64_t request_files_bytes(const hxs_request *req);
 
 /* Deep copy (for an execution to own its request). */
-int hxs_request_dup(const hxs_request *src, hxs_request **ret);
+int request_dup(const hxs_request *src, hxs_request **ret);

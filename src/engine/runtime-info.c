@@ -48,7 +48,7 @@ static int parse_line(const char *line, size_t len, unsigned lineno, hxs_runtime
                 while (p < end && *p != ' ' && *p != '\t' && *p != '\r')
                         p++;
                 if (n == ARRAY_SIZE(words))
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL,
+                        return err_fail(err, HXS_ERR_INTERNAL, -EINVAL,
                                         "runtime manifest, line %u: too many words", lineno);
                 words[n] = w;
                 lens[n++] = (size_t)(p - w);
@@ -56,11 +56,11 @@ static int parse_line(const char *line, size_t len, unsigned lineno, hxs_runtime
         if (n == 0)
                 return 0;
         if (n != 2 && n != 4)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL,
+                return err_fail(err, HXS_ERR_INTERNAL, -EINVAL,
                                 "runtime manifest, line %u: expected LANGUAGE PACKAGE [DISTRIBUTION IMPORT]",
                                 lineno);
         if (ri->n == HXS_RUNTIME_PACKAGES_MAX)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -E2BIG, "runtime manifest, line %u: more than %d packages",
+                return err_fail(err, HXS_ERR_INTERNAL, -E2BIG, "runtime manifest, line %u: more than %d packages",
                                 lineno, HXS_RUNTIME_PACKAGES_MAX);
         hxs_runtime_package *pkg = &ri->pkgs[ri->n];
         memset(pkg, 0, sizeof(*pkg));
@@ -72,7 +72,7 @@ static int parse_line(const char *line, size_t len, unsigned lineno, hxs_runtime
                             memcmp(hxs_language_name(l), words[0], lens[0]) == 0)
                                 break;
                 if (l == HXS_LANG_MAX)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL,
+                        return err_fail(err, HXS_ERR_INTERNAL, -EINVAL,
                                         "runtime manifest, line %u: language \"%.*s\" is not python, javascript, bash or any",
                                         lineno, (int)lens[0], words[0]);
                 pkg->language = l;
@@ -80,22 +80,22 @@ static int parse_line(const char *line, size_t len, unsigned lineno, hxs_runtime
         if (copy_word(pkg->debian, sizeof(pkg->debian), words[1], lens[1]) < 0 ||
             (n == 4 && (copy_word(pkg->distribution, sizeof(pkg->distribution), words[2], lens[2]) < 0 ||
                         copy_word(pkg->import_name, sizeof(pkg->import_name), words[3], lens[3]) < 0)))
-                return hxs_fail(err, HXS_ERR_INTERNAL, -E2BIG, "runtime manifest, line %u: a name is too long",
+                return err_fail(err, HXS_ERR_INTERNAL, -E2BIG, "runtime manifest, line %u: a name is too long",
                                 lineno);
         if (n == 4 && pkg->language != HXS_LANG_PYTHON)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL,
+                return err_fail(err, HXS_ERR_INTERNAL, -EINVAL,
                                 "runtime manifest, line %u: only python packages name a distribution", lineno);
         bool first = true;
         for (size_t i = 0; i < ri->n; i++) {
                 if (strcmp(ri->pkgs[i].debian, pkg->debian) == 0)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL,
+                        return err_fail(err, HXS_ERR_INTERNAL, -EINVAL,
                                         "runtime manifest, line %u: %s is listed twice", lineno, pkg->debian);
                 if (ri->pkgs[i].language == pkg->language)
                         first = false;
         }
         pkg->interpreter = first && pkg->language != HXS_LANG_MAX;
         if (pkg->interpreter && n == 4)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL,
+                return err_fail(err, HXS_ERR_INTERNAL, -EINVAL,
                                 "runtime manifest, line %u: the first package of a language is its interpreter, not a distribution",
                                 lineno);
         ri->n++;
@@ -120,9 +120,9 @@ int runtime_manifest_parse(const char *text, hxs_runtime_info *ret, hxs_error *e
                 for (size_t i = 0; i < ri.n; i++)
                         found |= ri.pkgs[i].language == l;
                 if (!found)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -EINVAL, "runtime manifest: no package for %s",
+                        return err_fail(err, HXS_ERR_INTERNAL, -EINVAL, "runtime manifest: no package for %s",
                                         hxs_language_name(l));
-                ri.interpreter[l] = hxs_runtimes[l].path;
+                ri.interpreter[l] = runtime_table[l].path;
         }
         *ret = ri;
         return 0;
@@ -201,14 +201,14 @@ int runtime_read_dpkg_status(hxs_runtime_info *ri, const char *path)
 }
 
 /* Distribution versions from an index of a root's dist-packages. */
-static void versions_from_index(hxs_runtime_info *ri, const hxs_pkg_index *idx)
+static void versions_from_index(hxs_runtime_info *ri, const pkg_index *idx)
 {
         for (size_t i = 0; i < ri->n; i++) {
                 hxs_runtime_package *p = &ri->pkgs[i];
                 if (!p->distribution[0])
                         continue;
                 char norm[64];
-                hxs_pkg_normalize(p->distribution, strlen(p->distribution), norm, sizeof(norm));
+                pkg_normalize(p->distribution, strlen(p->distribution), norm, sizeof(norm));
                 p->version[0] = '\0';
                 for (size_t j = 0; j < idx->n; j++)
                         if (strcmp(idx->pkgs[j].name, norm) == 0) {
@@ -233,10 +233,10 @@ static void load_root(hxs_runtime_info *ri, const char *rootfs)
         const char *where = rootfs[0] ? rootfs : "/";
         snprintf(path, sizeof(path), "%s" DPKG_STATUS, rootfs);
         int r = runtime_read_dpkg_status(ri, path);
-        hxs_pkg_index idx = { 0 };
-        if (hxs_pkg_index_load(&idx, rootfs) == 0) {
+        pkg_index idx = { 0 };
+        if (pkg_index_load(&idx, rootfs) == 0) {
                 versions_from_index(ri, &idx);
-                hxs_pkg_index_free(&idx);
+                pkg_index_free(&idx);
         }
         if (r < 0)
                 snprintf(ri->source, sizeof(ri->source),
@@ -268,7 +268,7 @@ static void load_image(hxs_runtime_info *ri, const char *image_dir)
                 if (!p->distribution[0])
                         continue;
                 char norm[64];
-                hxs_pkg_normalize(p->distribution, strlen(p->distribution), norm, sizeof(norm));
+                pkg_normalize(p->distribution, strlen(p->distribution), norm, sizeof(norm));
                 v = json_string_value(json_object_get(dists, norm));
                 if (v)
                         snprintf(p->version, sizeof(p->version), "%s", v);
@@ -280,7 +280,7 @@ static void load_image(hxs_runtime_info *ri, const char *image_dir)
 
 int hxs_runtime_info_load(const hxs_config *cfg, hxs_backend_kind backend, hxs_runtime_info *ret, hxs_error *err)
 {
-        int r = runtime_manifest_parse(hxs_runtimes_txt, ret, err);
+        int r = runtime_manifest_parse(embed_runtimes_txt, ret, err);
         if (r < 0)
                 return r;
         if (backend == HXS_BACKEND_QEMU || backend == HXS_BACKEND_FIRECRACKER)
@@ -298,12 +298,12 @@ const hxs_runtime_info *hxs_engine_runtime_info(const hxs_engine *e)
 
 int runtime_check_distributions(hxs_runtime_info *ri, const char *rootfs, hxs_error *err)
 {
-        hxs_pkg_index idx = { 0 };
-        int r = hxs_pkg_index_load(&idx, rootfs);
+        pkg_index idx = { 0 };
+        int r = pkg_index_load(&idx, rootfs);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         versions_from_index(ri, &idx);
-        hxs_pkg_index_free(&idx);
+        pkg_index_free(&idx);
 
         char missing[300] = "";
         size_t used = 0, n_missing = 0;
@@ -319,7 +319,7 @@ int runtime_check_distributions(hxs_runtime_info *ri, const char *rootfs, hxs_er
         }
         if (n_missing == 0)
                 return 0;
-        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOENT,
+        return err_fail(err, HXS_ERR_UNSUPPORTED, -ENOENT,
                         "the sandbox root %s lacks %zu Python distribution%s of the runtime: %s; scripts/setup.sh installs them",
                         rootfs[0] ? rootfs : "/", n_missing, n_missing == 1 ? "" : "s", missing);
 }

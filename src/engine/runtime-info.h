@@ -6,7 +6,7 @@
 #include "hexr-sandbox/sandbox.h"
 
 /* The manifest's text, generated from scripts/runtimes.txt at build time. */
-extern const char hxs_runtimes_txt[];
+extern const char embed_runtimes_txt[];
 
 /* Parses a manifest into ret (versions left ""). -EINVAL with err naming the line
  * when a line breaks the format, a package repeats, a language has no package or

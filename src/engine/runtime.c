@@ -8,13 +8,13 @@
 #include "core/macro.h"
 #include "engine/runtime.h"
 
-const hxs_runtime hxs_runtimes[HXS_LANG_MAX] = {
+const runtime_spec runtime_table[HXS_LANG_MAX] = {
         [HXS_LANG_PYTHON] = { "/usr/bin/python3", "main.py" },
         [HXS_LANG_JAVASCRIPT] = { "/usr/bin/node", "main.js" },
         [HXS_LANG_BASH] = { "/usr/bin/bash", "main.sh" },
 };
 
-int hxs_exec_env(const hxs_request *req, const char *pythonpath, char ***ret)
+int exec_env(const hxs_request *req, const char *pythonpath, char ***ret)
 {
         /* MPLBACKEND: matplotlib draws with Agg (no display, no GUI toolkit probed), in
          * Python and in any Python a Bash or Node program starts */
@@ -62,7 +62,7 @@ oom:
         return -ENOMEM;
 }
 
-void hxs_strv_free(char **v)
+void strv_free(char **v)
 {
         if (!v)
                 return;

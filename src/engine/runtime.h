@@ -9,16 +9,16 @@
 #define HXS_SANDBOX_UID  1000                   /* the "sandbox" user inside */
 #define HXS_SANDBOX_HOME "/home/sandbox"
 
-typedef struct hxs_runtime {
+typedef struct runtime_spec {
         const char *path;       /* absolute path of the interpreter, inside the root */
         const char *file;       /* the program's file name under /code */
-} hxs_runtime;
+} runtime_spec;
 
-extern const hxs_runtime hxs_runtimes[HXS_LANG_MAX];
+extern const runtime_spec runtime_table[HXS_LANG_MAX];
 
 /* A fixed PATH, HOME, LANG and MPLBACKEND, then the request's variables (which may
  * override them). Nothing of the host's. With pythonpath (an installed package set's
  * directory), PYTHONPATH starts with it, before the request's own PYTHONPATH if any.
- * A NULL-terminated vector; free with hxs_strv_free. */
-int hxs_exec_env(const hxs_request *req, const char *pythonpath, char ***ret);
-void hxs_strv_free(char **v);
+ * A NULL-terminated vector; free with strv_free. */
+int exec_env(const hxs_request *req, const char *pythonpath, char ***ret);
+void strv_free(char **v);

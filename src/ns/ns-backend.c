@@ -53,9 +53,9 @@
 /* The backend's state, per engine. */
 struct ns_backend {
         const backend_env *env;         /* the engine's: config, cgroups, graveyard, runtimes */
-        hxs_seccomp seccomp;
+        sandbox_filter seccomp;
         char mountpoint[300];
-        struct hxs_templates *templates; /* warm Python templates (NULL: everything runs cold) */
+        struct ns_templates *templates; /* warm Python templates (NULL: everything runs cold) */
         char template_error[200];       /* why there are none, when asked for */
         int init_fd;                    /* the sandbox's init, a sealed memfd (ns-init.h) */
         struct ns_owners *owners;       /* owner uids of user namespaces (owners.h) */
@@ -82,7 +82,7 @@ struct ns_exec {
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
 
 /* generated from src/ns/charts.py */
-extern const char hxs_charts_py[];
+extern const char embed_charts_py[];
 
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
 {
@@ -211,7 +211,7 @@ static int clone_sandbox(void *ctx, const ns_child_args *child, ns_born *ret, hx
         }
         if (ns_owner_take(b->owners, &nx->owner_uid) < 0) {
                 nx->owner_uid = 0;
-                return hxs_fail(err, HXS_ERR_SETUP, -EBUSY,
+                return err_fail(err, HXS_ERR_SETUP, -EBUSY,
                                 "every owner uid of the pool (SANDBOX_UID_BASE+%d onwards, %u) is in use by "
                                 "this service or another with the same SANDBOX_UID_BASE",
                                 NS_OWNER_UID, ns_owner_pool(b->env->cfg));
@@ -229,7 +229,7 @@ static int clone_sandbox(void *ctx, const ns_child_args *child, ns_born *ret, hx
         r = spawn_cold(&cold, &join, nx->owner_uid, &ret->files, &ret->pid, &ret->pidfd, &c->joined);
         cg_join_close(&join);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "creating the sandbox namespaces: %s", strerror(-r));
         return 0;
 }
 
@@ -246,7 +246,7 @@ static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *
         nx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         if (nx->timer_fd < 0 || (r = timerfd_arm_ms(nx->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)x->req->timeout_s * 1000)) < 0) {
                 r = nx->timer_fd < 0 ? -errno : r;
-                return hxs_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "timerfd: %s", strerror(-r));
         }
         if ((r = epoll_add(x->epfd, c->stdout_fd, EPOLLIN, TAG_STDOUT)) < 0 ||
             (r = epoll_add(x->epfd, c->stderr_fd, EPOLLIN, TAG_STDERR)) < 0 ||
@@ -254,7 +254,7 @@ static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *
             (r = epoll_add(x->epfd, c->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
             (r = epoll_add(x->epfd, nx->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
             (c->stdin_fd >= 0 && (r = epoll_add(x->epfd, c->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0))
-                return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         return 0;
 }
 
@@ -279,22 +279,22 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 return r;
         nx->have_cg = true;
 
-        r = hxs_exec_env(req, x->pkgs.path[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
+        r = exec_env(req, x->pkgs.path[0] ? NS_PACKAGES_DIR : NULL, &nx->envp);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "out of memory");
+                return err_fail(err, HXS_ERR_SETUP, r, "out of memory");
         /* the files in: one sealed memfd the set-up writes out (ns-files.h) */
         _cleanup_close_ int files_fd = -1;
         if (req->n_files > 0 && (files_fd = ns_files_bundle(req)) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, files_fd, "staging the files: %s", strerror(-files_fd));
+                return err_fail(err, HXS_ERR_SETUP, files_fd, "staging the files: %s", strerror(-files_fd));
         ns_limits limits;
         ns_limits_of(cfg, &limits);
         start_ctx ctx = { .b = b, .x = x, .nx = nx };
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
-                        .interpreter = hxs_runtimes[req->language].path,
-                        .code_name = hxs_runtimes[req->language].file, .init_fd = b->init_fd,
-                        .sitecustomize = hxs_charts_py,
+                        .interpreter = runtime_table[req->language].path,
+                        .code_name = runtime_table[req->language].file, .init_fd = b->init_fd,
+                        .sitecustomize = embed_charts_py,
                         .memory_mb = req->memory_mb,
                         .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                         .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
@@ -492,7 +492,7 @@ static void finish(hxs_exec *x)
         } else if (nx->report_len >= 1 && nx->report[0] == NS_REPORT_ERROR && !x->timed_out && !x->killed) {
                 nx->report[nx->report_len] = '\0';
                 x->setup_failed = true;
-                hxs_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", nx->report + 1);
+                err_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", nx->report + 1);
         }
         bool oom = false;
         if (nx->have_cg) {
@@ -605,7 +605,7 @@ static void ns_release(hxs_exec *x)
                         cg_graveyard_add(nx->b->env->graveyard, &nx->cg);
                 nx->have_cg = false;
         }
-        hxs_strv_free(nx->envp);
+        strv_free(nx->envp);
         nx->envp = NULL;
         /* the owner uid goes back once nothing of the sandbox is left; a warm slot
          * serves another */
@@ -627,9 +627,9 @@ static int check_searchable(const char *path, hxs_error *err)
         for (char *slash = p + strlen(p); slash > p; slash = strrchr(p, '/')) {
                 struct stat st;
                 if (stat(p, &st) < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR: %s: %s", p, strerror(errno));
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR: %s: %s", p, strerror(errno));
                 if (!(st.st_mode & S_IXOTH))
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EACCES, "STATE_DIR",
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -EACCES, "STATE_DIR",
                                               "STATE_DIR: %s (mode %04o) is not searchable by other users; the sandbox's unprivileged root must reach %s",
                                               p, (unsigned)(st.st_mode & 07777), path);
                 *slash = '\0';
@@ -641,7 +641,7 @@ static int ns_init(const backend_env *env, void **ret_state, hxs_error *err)
 {
         struct ns_backend *b = calloc(1, sizeof(*b));
         if (!b)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         *ret_state = b;
         b->env = env;
         b->init_fd = -1;
@@ -652,20 +652,20 @@ static int ns_init(const backend_env *env, void **ret_state, hxs_error *err)
         b->init_fd = ns_init_memfd();
         if (b->init_fd < 0) {
                 r = b->init_fd;
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "the sandbox's init: cannot make its memfd: %s",
+                return err_fail(err, HXS_ERR_UNSUPPORTED, r, "the sandbox's init: cannot make its memfd: %s",
                                 strerror(-r));
         }
-        r = hxs_seccomp_build(&b->seccomp, err);
+        r = sandbox_filter_build(&b->seccomp, err);
         if (r < 0)
                 return r;
         /* The mount point for new roots: one shared empty directory, used only inside
          * each sandbox's private mount namespace. */
         if (mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
                                       "STATE_DIR: %s: %s", cfg->state_dir, strerror(errno));
         snprintf(b->mountpoint, sizeof(b->mountpoint), "%s/root", cfg->state_dir);
         if (mkdir(b->mountpoint, 0755) < 0 && errno != EEXIST)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "STATE_DIR",
                                       "STATE_DIR: creating %s: %s", b->mountpoint, strerror(errno));
         r = check_searchable(b->mountpoint, err);
         if (r < 0)
@@ -690,7 +690,7 @@ static void ns_fini(void *state)
                 return;
         templates_free(b->templates);
         b->templates = NULL;
-        hxs_seccomp_free(&b->seccomp);
+        sandbox_filter_free(&b->seccomp);
         /* after the templates, which hold some */
         ns_owners_free(b->owners);
         b->owners = NULL;
@@ -704,7 +704,7 @@ static int ns_check(void *state, hxs_error *err)
         const hxs_config *cfg = b->env->cfg;
         const cg_layout *cgl = b->env->cg;
         if (access(b->mountpoint, F_OK) < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "mount point %s is gone", b->mountpoint);
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -errno, "mount point %s is gone", b->mountpoint);
         int r = check_searchable(b->mountpoint, err);
         if (r < 0)
                 return r;
@@ -713,7 +713,7 @@ static int ns_check(void *state, hxs_error *err)
                 char p[600];
                 snprintf(p, sizeof(p), "%s%s", cfg->rootfs, runtimes_needed[i]);
                 if (access(p, F_OK) < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the sandbox root lacks %s: %s", p,
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the sandbox root lacks %s: %s", p,
                                         strerror(errno));
         }
         /* the Python distributions the runtime manifest promises (a readdir of the
@@ -723,7 +723,7 @@ static int ns_check(void *state, hxs_error *err)
                 return r;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
                 if (cgl->have[h] && access(cgl->base[h], W_OK) < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "cgroup %s is not writable",
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -errno, "cgroup %s is not writable",
                                         cgl->base[h]);
         return 0;
 }

@@ -103,7 +103,7 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
         /* the uid change made it undumpable (its /proc files root's): undo that, after it */
         if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
                 ns_child_die("dumpable");
-        int r = hxs_seccomp_load(a->seccomp);
+        int r = sandbox_filter_load(a->seccomp);
         if (r < 0) {
                 errno = -r;
                 ns_child_die("loading the seccomp filter");
@@ -347,7 +347,7 @@ static _Noreturn void become_init(const ns_child_args *a, pid_t program)
         close(a->stderr_fd);
         step(JAIL_BOUNDING, jail_drop_bounding(0, false));
         step(JAIL_CAPS, jail_set_caps(0));
-        if (jail_no_new_privs() < 0 || hxs_seccomp_load(a->seccomp) < 0)
+        if (jail_no_new_privs() < 0 || sandbox_filter_load(a->seccomp) < 0)
                 _exit(127);
         if (a->init_fd < 0)
                 init_loop(program);

@@ -64,7 +64,7 @@ int ns_files_bundle(const hxs_request *req)
                 return -errno;
         int r = 0;
         for (size_t i = 0; r == 0 && i < req->n_files; i++) {
-                const hxs_request_file *f = &req->files[i];
+                const request_file *f = &req->files[i];
                 uint32_t pl = (uint32_t)strlen(f->path);
                 uint64_t size = f->size;
                 if ((r = write_full(fd, &pl, sizeof(pl))) < 0 || (r = write_full(fd, f->path, pl)) < 0 ||

@@ -15,7 +15,7 @@
 #endif
 
 /* the hxs-init binary (generated hxs-init-bin.c) */
-extern const unsigned char hxs_init_bin[], hxs_init_bin_end[];
+extern const unsigned char embed_init_bin[], embed_init_bin_end[];
 
 int ns_init_memfd(void)
 {
@@ -26,9 +26,9 @@ int ns_init_memfd(void)
                 fd = memfd_create("hxs-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return -errno;
-        size_t off = 0, len = (size_t)(hxs_init_bin_end - hxs_init_bin);
+        size_t off = 0, len = (size_t)(embed_init_bin_end - embed_init_bin);
         while (off < len) {
-                ssize_t n = write(fd, hxs_init_bin + off, len - off);
+                ssize_t n = write(fd, embed_init_bin + off, len - off);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {

@@ -64,11 +64,11 @@ static size_t ns_probe_items(hxs_probe_item *items, size_t max, size_t n, const 
                 *ok = false;
         }
 
-        hxs_seccomp sc;
-        if (hxs_seccomp_build(&sc, &err) == 0) {
+        sandbox_filter sc;
+        if (sandbox_filter_build(&sc, &err) == 0) {
                 n = probe_add(items, max, n, "seccomp", HXS_PROBE_OK, "filter of %u instructions for x86_64, i386, x32",
                               sc.len);
-                hxs_seccomp_free(&sc);
+                sandbox_filter_free(&sc);
         } else {
                 n = probe_add(items, max, n, "seccomp", HXS_PROBE_MISSING, "%s", err.message);
                 *ok = false;
@@ -97,7 +97,7 @@ int ns_usable(const hxs_config *cfg, hxs_error *err)
         size_t n = ns_probe_items(items, ARRAY_SIZE(items), 0, cfg, &ok);
         for (size_t i = 0; i < n && !ok; i++)
                 if (items[i].status == HXS_PROBE_MISSING)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOTSUP, "%s: %s", items[i].name,
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -ENOTSUP, "%s: %s", items[i].name,
                                         items[i].detail);
         return 0;
 }

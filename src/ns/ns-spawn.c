@@ -50,10 +50,10 @@ static int write_id_maps(const ns_pid1_files *f, uint32_t base, hxs_error *err)
         snprintf(map, sizeof(map), "0 %u 1\n%d %u 1\n", base, NS_SANDBOX_UID, base + NS_SANDBOX_UID);
         int r = write_fd(f->fd[NS_PID1_UID_MAP], map);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "writing the uid map: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "writing the uid map: %s", strerror(-r));
         r = write_fd(f->fd[NS_PID1_GID_MAP], map);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "writing the gid map: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "writing the gid map: %s", strerror(-r));
         return 0;
 }
 
@@ -80,7 +80,7 @@ static void prefer_child_reason(const ns_child *c, hxs_error *err)
         if (n < 2 || buf[0] != NS_REPORT_ERROR)
                 return;
         buf[n] = '\0';
-        hxs_fail(err, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", buf + 1);
+        err_fail(err, HXS_ERR_SETUP, -EIO, "setting up the sandbox: %s", buf + 1);
 }
 
 /* After the clone: the maps, 'm', the cgroups, the OOM score, non-blocking ends. */
@@ -93,7 +93,7 @@ static int hand_shake(const ns_spawn_args *a, ns_child *c, ns_pid1_files *files,
         /* maps done: the child builds its root while we move it into the cgroups */
         if (write(c->sync_fd, "m", 1) != 1) {
                 r = negative_errno();
-                return hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
         }
         if (a->place && (r = a->place(a->ctx, c->pid, err)) < 0)
                 return r;
@@ -102,7 +102,7 @@ static int hand_shake(const ns_spawn_args *a, ns_child *c, ns_pid1_files *files,
         (void)write_fd(files->fd[NS_PID1_OOM], "-1000");
         if ((r = fd_set_nonblock(c->stdout_fd)) < 0 || (r = fd_set_nonblock(c->stderr_fd)) < 0 ||
             (r = fd_set_nonblock(c->report_fd)) < 0 || (c->stdin_fd >= 0 && (r = fd_set_nonblock(c->stdin_fd)) < 0))
-                return hxs_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "pipes: %s", strerror(-r));
         return 0;
 }
 
@@ -118,9 +118,9 @@ int ns_spawn(const ns_spawn_args *a, ns_child *ret, hxs_error *err)
                            .stderr_fd = -1, .stdin_fd = -1 };
         if ((r = make_pipe(sync_p)) < 0 || (r = make_pipe(report_p)) < 0 || (r = make_pipe(out_p)) < 0 ||
             (r = make_pipe(err_p)) < 0 || (a->with_stdin && (r = make_pipe(in_p)) < 0))
-                return hxs_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
         if ((payload_fd = payload_create(a->code, a->code_len, a->envp)) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, payload_fd, "writing the payload: %s", strerror(-payload_fd));
+                return err_fail(err, HXS_ERR_SETUP, payload_fd, "writing the payload: %s", strerror(-payload_fd));
 
         ns_child_args child = a->child;
         child.payload_fd = payload_fd;
@@ -160,7 +160,7 @@ int ns_child_go(ns_child *c, hxs_error *err)
 {
         if (write(c->sync_fd, "g", 1) != 1) {
                 int r = negative_errno();
-                hxs_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
+                err_fail(err, HXS_ERR_SETUP, r, "starting the sandbox: %s", strerror(-r));
                 ns_child_abort(c, err);
                 return r;
         }

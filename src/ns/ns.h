@@ -48,7 +48,7 @@ static inline void ns_limits_of(const hxs_config *cfg, ns_limits *ret)
  * (it may be a copy of a threaded process: no malloc, no locks). */
 typedef struct ns_child_args {
         const ns_limits *limits;
-        const hxs_seccomp *seccomp;
+        const sandbox_filter *seccomp;
         const char *mountpoint;         /* empty directory the new root is built on */
         const char *interpreter;        /* absolute path, exec'd (cold) */
         const char *code_name;          /* "main.py": the code goes to /code/<code_name> */

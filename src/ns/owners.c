@@ -34,12 +34,12 @@ int ns_owners_new(const hxs_config *cfg, const char *lock_path, ns_owners **ret,
                 (void)mkdir("/run", 0755); /* a container may lack it */
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the owner uids' lock file %s: %s", path,
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -errno, "the owner uids' lock file %s: %s", path,
                                 strerror(errno));
         struct stat st;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022)) {
                 close(fd);
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EPERM,
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -EPERM,
                                 "the owner uids' lock file %s must be a regular file of the service's user that "
                                 "no one else may write", path);
         }
@@ -50,7 +50,7 @@ int ns_owners_new(const hxs_config *cfg, const char *lock_path, ns_owners **ret,
                 free(o);
                 free(refs);
                 close(fd);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         *o = (ns_owners){ .fd = fd, .first = cfg->uid_base + NS_OWNER_UID, .size = size, .refs = refs };
         *ret = o;

@@ -7,12 +7,12 @@
 
 int main(void)
 {
-        hxs_seccomp s;
+        sandbox_filter s;
         hxs_error err = { 0 };
-        if (hxs_seccomp_build(&s, &err) < 0) {
+        if (sandbox_filter_build(&s, &err) < 0) {
                 fprintf(stderr, "hxs-seccomp-doc: %s\n", err.message);
                 return 1;
         }
-        hxs_seccomp_free(&s);
-        return hxs_seccomp_describe(stdout) < 0 || fflush(stdout) != 0 ? 1 : 0;
+        sandbox_filter_free(&s);
+        return sandbox_filter_describe(stdout) < 0 || fflush(stdout) != 0 ? 1 : 0;
 }

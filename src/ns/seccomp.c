@@ -6,7 +6,7 @@
  * for x86_64, i386 and x32 so compat entry points carry the same rules.
  *
  * The policy is data (the tables below): the filter is compiled from it, and so are
- * docs/seccomp.md (hxs_seccomp_describe) and the check that every rule is really in
+ * docs/seccomp.md (sandbox_filter_describe) and the check that every rule is really in
  * the compiled program (verify_program: building fails otherwise, so no rule can be
  * dropped silently, whatever the libseccomp release).
  *
@@ -194,30 +194,30 @@ static int add_rules(scmp_filter_ctx ctx, hxs_error *err)
                         int nr = seccomp_syscall_resolve_name(*c);
                         if (nr == __NR_SCMP_ERROR) {
                                 if (unified_nr(*c) < 0)
-                                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
+                                        return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
                                                         "building the seccomp filter: no number for %s", *c);
                                 continue; /* denied by number, before libseccomp's program */
                         }
                         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
                         if (r < 0 && r != -EEXIST)
-                                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: %s: %s",
+                                return err_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: %s: %s",
                                                 *c, strerror(-r));
                 }
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: clone3: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: clone3: %s", strerror(-r));
         for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i].flag, ns_flags[i].flag));
                 if (r < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: clone %s: %s",
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: clone %s: %s",
                                         ns_flags[i].name, strerror(-r));
         }
         for (size_t i = 0; i < ARRAY_SIZE(bad_ioctls); i++) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                                      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, bad_ioctls[i].req));
                 if (r < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: ioctl %s: %s",
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: ioctl %s: %s",
                                         bad_ioctls[i].name, strerror(-r));
         }
         for (size_t s = 0; s < ARRAY_SIZE(socket_calls); s++) {
@@ -229,7 +229,7 @@ static int add_rules(scmp_filter_ctx ctx, hxs_error *err)
                         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
                                              SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, (scmp_datum_t)fam));
                         if (r < 0)
-                                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r,
+                                return err_fail(err, HXS_ERR_UNSUPPORTED, r,
                                                 "building the seccomp filter: %s family %d: %s",
                                                 socket_calls[s], fam, strerror(-r));
                 }
@@ -313,7 +313,7 @@ static uint32_t bpf_run(const struct sock_filter *f, size_t n, const struct secc
         return 0;
 }
 
-uint32_t hxs_seccomp_eval(const hxs_seccomp *s, uint32_t arch, uint32_t nr, const uint64_t args[6])
+uint32_t sandbox_filter_eval(const sandbox_filter *s, uint32_t arch, uint32_t nr, const uint64_t args[6])
 {
         struct seccomp_data d = { .nr = (int)nr, .arch = arch };
         if (args)
@@ -327,21 +327,21 @@ static uint32_t errno_action(int e)
 }
 
 /* One expectation: on ABI a, call nr with args answers `want`. */
-static int expect(const hxs_seccomp *s, size_t a, long nr, uint64_t a0, uint64_t a1, uint32_t want,
+static int expect(const sandbox_filter *s, size_t a, long nr, uint64_t a0, uint64_t a1, uint32_t want,
                   const char *what, hxs_error *err)
 {
         uint64_t args[6] = { a0, a1 };
-        uint32_t got = hxs_seccomp_eval(s, arches[a].audit, (uint32_t)nr, args);
+        uint32_t got = sandbox_filter_eval(s, arches[a].audit, (uint32_t)nr, args);
         if (got == want)
                 return 0;
-        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
+        return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
                         "building the seccomp filter: %s %s (number %ld) answers %#x, not %#x",
                         arches[a].name, what, nr, got, want);
 }
 
 /* Every rule of the policy, evaluated on the compiled program for every ABI, and a
  * few calls that must stay allowed. */
-static int verify_program(const hxs_seccomp *s, hxs_error *err)
+static int verify_program(const sandbox_filter *s, hxs_error *err)
 {
         int r;
         for (size_t a = 0; a < N_ARCHES; a++) {
@@ -351,7 +351,7 @@ static int verify_program(const hxs_seccomp *s, hxs_error *err)
                                 if (nr == -ENOENT)
                                         continue;
                                 if (nr < 0)
-                                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
+                                        return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
                                                         "building the seccomp filter: no number for %s", *c);
                                 if ((r = expect(s, a, nr, 0, 0, errno_action(EPERM), *c, err)) < 0)
                                         return r;
@@ -359,7 +359,7 @@ static int verify_program(const hxs_seccomp *s, hxs_error *err)
                 long clone3 = resolve(a, "clone3", NULL), clone = resolve(a, "clone", NULL),
                      ioctl = resolve(a, "ioctl", NULL), read = resolve(a, "read", NULL);
                 if (clone3 < 0 || clone < 0 || ioctl < 0 || read < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
                                         "building the seccomp filter: %s lacks clone, clone3, ioctl or read",
                                         arches[a].name);
                 if ((r = expect(s, a, clone3, 0, 0, errno_action(ENOSYS), "clone3", err)) < 0 ||
@@ -380,7 +380,7 @@ static int verify_program(const hxs_seccomp *s, hxs_error *err)
                          * multiplexer's pseudo numbers; socketcall is checked below */
                         long nr = arches[a].scmp == SCMP_ARCH_X86 ? (long)(359 + c) : resolve(a, socket_calls[c], NULL);
                         if (nr < 0)
-                                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
+                                return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL,
                                                 "building the seccomp filter: %s lacks %s", arches[a].name,
                                                 socket_calls[c]);
                         for (int fam = 0; fam < FAMILY_LIMIT; fam++) {
@@ -395,7 +395,7 @@ static int verify_program(const hxs_seccomp *s, hxs_error *err)
         /* i386 socketcall(SYS_SOCKET / SYS_SOCKETPAIR, args): the family is in memory */
         long socketcall = resolve(1, "socketcall", NULL);
         if (socketcall < 0)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL, "building the seccomp filter: no i386 socketcall");
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL, "building the seccomp filter: no i386 socketcall");
         if ((r = expect(s, 1, socketcall, 1 /* SYS_SOCKET */, 0, errno_action(EAFNOSUPPORT), "socketcall(SYS_SOCKET)",
                         err)) < 0 ||
             (r = expect(s, 1, socketcall, 8 /* SYS_SOCKETPAIR */, 0, errno_action(EAFNOSUPPORT),
@@ -404,13 +404,13 @@ static int verify_program(const hxs_seccomp *s, hxs_error *err)
         return 0;
 }
 
-int hxs_seccomp_build(hxs_seccomp *ret, hxs_error *err)
+int sandbox_filter_build(sandbox_filter *ret, hxs_error *err)
 {
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         int r, memfd = -1;
         struct sock_filter *insns = NULL;
         if (!ctx)
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENOMEM, "seccomp_init failed");
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -ENOMEM, "seccomp_init failed");
         /* The same rules for the compat ABIs, or int 0x80 / x32 calls would bypass them. */
         if ((r = seccomp_arch_add(ctx, SCMP_ARCH_X86)) < 0 && r != -EEXIST)
                 goto fail;
@@ -449,7 +449,7 @@ int hxs_seccomp_build(hxs_seccomp *ret, hxs_error *err)
         }
         close(memfd);
         seccomp_release(ctx);
-        hxs_seccomp s = { .insns = insns, .len = (unsigned short)(n_pro + n_lib) };
+        sandbox_filter s = { .insns = insns, .len = (unsigned short)(n_pro + n_lib) };
         if ((r = verify_program(&s, err)) < 0) {
                 free(insns);
                 return r;
@@ -461,17 +461,17 @@ fail:
         if (memfd >= 0)
                 close(memfd);
         seccomp_release(ctx);
-        return hxs_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: %s", strerror(-r));
+        return err_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: %s", strerror(-r));
 }
 
-void hxs_seccomp_free(hxs_seccomp *s)
+void sandbox_filter_free(sandbox_filter *s)
 {
         free(s->insns);
         s->insns = NULL;
         s->len = 0;
 }
 
-int hxs_seccomp_load(const hxs_seccomp *s)
+int sandbox_filter_load(const sandbox_filter *s)
 {
         struct sock_fprog prog = { .len = s->len, .filter = s->insns };
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
@@ -492,7 +492,7 @@ static void describe_numbers(FILE *f, const char *name)
         }
 }
 
-int hxs_seccomp_describe(FILE *f)
+int sandbox_filter_describe(FILE *f)
 {
         fprintf(f, "# The sandbox's seccomp policy\n\n"
                    "<!-- generated by `hxs-seccomp-doc` from the tables in src/ns/seccomp.c; "

@@ -8,21 +8,21 @@
 
 #include "hexr-sandbox/sandbox.h"
 
-typedef struct hxs_seccomp {
+typedef struct sandbox_filter {
         struct sock_filter *insns;
         unsigned short len;
-} hxs_seccomp;
+} sandbox_filter;
 
 /* Compiles the policy and checks every rule of it on the result: fails rather than
  * return a program that lacks one. */
-int hxs_seccomp_build(hxs_seccomp *ret, hxs_error *err);
-void hxs_seccomp_free(hxs_seccomp *s);
+int sandbox_filter_build(sandbox_filter *ret, hxs_error *err);
+void sandbox_filter_free(sandbox_filter *s);
 /* Loads it into the calling thread (no_new_privs must already be set). 0 or -errno. */
-int hxs_seccomp_load(const hxs_seccomp *s);
+int sandbox_filter_load(const sandbox_filter *s);
 
 /* What the program answers to one call (arch: AUDIT_ARCH_*, nr as seccomp_data has
  * it, args may be NULL), without loading it: SECCOMP_RET_* with its data. */
-uint32_t hxs_seccomp_eval(const hxs_seccomp *s, uint32_t arch, uint32_t nr, const uint64_t args[6]);
+uint32_t sandbox_filter_eval(const sandbox_filter *s, uint32_t arch, uint32_t nr, const uint64_t args[6]);
 
 /* The policy as Markdown (docs/seccomp.md is this output). 0 or -EIO. */
-int hxs_seccomp_describe(FILE *f);
+int sandbox_filter_describe(FILE *f);

@@ -37,9 +37,9 @@
 #include "ns/template.h"
 
 /* generated from src/ns/zygote.py */
-extern const char hxs_zygote_py[];
+extern const char embed_zygote_py[];
 /* generated from src/ns/charts.py */
-extern const char hxs_charts_py[];
+extern const char embed_charts_py[];
 
 #define RESTART_MIN_MS 500
 #define RESTART_MAX_MS 30000
@@ -64,7 +64,7 @@ typedef struct generation {
         uint64_t not_before_ms; /* no restart before this */
 } generation;
 
-struct hxs_templates {
+struct ns_templates {
         hxs_config cfg;
         cg_layout *cgl;
         ns_owners *owners;
@@ -221,7 +221,7 @@ static int send_with_fds(int sock, const void *buf, size_t len, const int *fds, 
 /* ---- a generation: the mother and its slot templates -------------------------------- */
 
 /* Runs in the forked child: become the mother. Never returns. */
-static _Noreturn void exec_mother(const hxs_templates *ts, template_kind kind, int sock, pid_t parent)
+static _Noreturn void exec_mother(const ns_templates *ts, template_kind kind, int sock, pid_t parent)
 {
         uid_t uid = ts->cfg.uid_base + NS_TEMPLATE_UID;
         /* Only CAP_SETUID and CAP_SETGID survive, as ambient capabilities across exec:
@@ -248,8 +248,8 @@ static _Noreturn void exec_mother(const hxs_templates *ts, template_kind kind, i
         if (jail_drop_bounding(keep, true) < 0 || jail_become(uid, uid, true) < 0 || jail_set_caps(keep) < 0 ||
             jail_no_new_privs() < 0 || jail_pdeathsig(parent, -1) < 0)
                 _exit(127);
-        char *argv[] = { "python3", "-c", (char *)hxs_zygote_py, (char *)kind_args[kind],
-                         (char *)ts->module_dir, (char *)hxs_charts_py, NULL };
+        char *argv[] = { "python3", "-c", (char *)embed_zygote_py, (char *)kind_args[kind],
+                         (char *)ts->module_dir, (char *)embed_charts_py, NULL };
         char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent",
                          "OPENBLAS_NUM_THREADS=1", NULL };
         execve("/usr/bin/python3", argv, envp);
@@ -266,7 +266,7 @@ static void kill_reap(pid_t *pid, int *pidfd)
         *pid = 0;
 }
 
-static void stop_generation(hxs_templates *ts, generation *g)
+static void stop_generation(ns_templates *ts, generation *g)
 {
         /* the cgroup first: it also holds slot templates whose pid we never learnt */
         if (g->have_cg)
@@ -292,7 +292,7 @@ static void stop_generation(hxs_templates *ts, generation *g)
         g->answered = 0;
 }
 
-static void broken(hxs_templates *ts, generation *g)
+static void broken(ns_templates *ts, generation *g)
 {
         stop_generation(ts, g);
         g->backoff_ms = g->backoff_ms ? g->backoff_ms * 2 : RESTART_MIN_MS;
@@ -301,7 +301,7 @@ static void broken(hxs_templates *ts, generation *g)
         g->not_before_ms = now_ms() + g->backoff_ms;
 }
 
-static int start_generation(hxs_templates *ts, template_kind kind)
+static int start_generation(ns_templates *ts, template_kind kind)
 {
         generation *g = &ts->gen[kind];
         int sv[2];
@@ -358,7 +358,7 @@ static int start_generation(hxs_templates *ts, template_kind kind)
 }
 
 /* The mother's answers (a forked slot template each): checked, then kept. */
-static bool collect_answers(hxs_templates *ts, generation *g)
+static bool collect_answers(ns_templates *ts, generation *g)
 {
         while (g->mother_sock >= 0 && g->answered < ts->n_slots) {
                 template_reply rep;
@@ -386,7 +386,7 @@ static bool collect_answers(hxs_templates *ts, generation *g)
 }
 
 /* Is generation g usable? Restarts a dead one when its back-off allows. */
-static bool check_generation(hxs_templates *ts, template_kind kind)
+static bool check_generation(ns_templates *ts, template_kind kind)
 {
         generation *g = &ts->gen[kind];
         if (!g->running) {
@@ -495,12 +495,12 @@ static int install_module(const hxs_config *cfg, char *dir, size_t size)
         return r;
 }
 
-int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, ns_owners *owners, hxs_templates **ret,
+int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, ns_owners *owners, ns_templates **ret,
                   hxs_error *err)
 {
-        hxs_templates *ts = calloc(1, sizeof(*ts));
+        ns_templates *ts = calloc(1, sizeof(*ts));
         if (!ts)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         ts->cfg = *cfg;
         ts->cgl = cgl;
         ts->owners = owners;
@@ -508,12 +508,12 @@ int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, ns_owners 
         ts->n_slots = ns_warm_slots(cfg);
         if (ts->n_slots == 0) {
                 free(ts);
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL, "warm templates: no warm slots");
+                return err_fail(err, HXS_ERR_UNSUPPORTED, -EINVAL, "warm templates: no warm slots");
         }
         int r = install_module(cfg, ts->module_dir, sizeof(ts->module_dir));
         if (r < 0) {
                 free(ts);
-                return hxs_fail(err, HXS_ERR_UNSUPPORTED, r,
+                return err_fail(err, HXS_ERR_UNSUPPORTED, r,
                                 "warm templates: cannot install the _hxs_zygote module: %s", strerror(-r));
         }
         for (int k = 0; k < TEMPLATE_KIND_MAX; k++) {
@@ -528,7 +528,7 @@ int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, ns_owners 
         return 0;
 }
 
-void templates_free(hxs_templates *ts)
+void templates_free(ns_templates *ts)
 {
         if (!ts)
                 return;
@@ -550,7 +550,7 @@ template_kind template_pick(const hxs_request *req, bool installed_set)
         return TEMPLATE_PYTHON;
 }
 
-bool template_eligible(hxs_templates *ts, const hxs_request *req)
+bool template_eligible(ns_templates *ts, const hxs_request *req)
 {
         if (!ts || req->language != HXS_LANG_PYTHON)
                 return false;
@@ -566,7 +566,7 @@ bool template_eligible(hxs_templates *ts, const hxs_request *req)
         return true;
 }
 
-int template_spawn(hxs_templates *ts, template_kind kind, const ns_child_args *args,
+int template_spawn(ns_templates *ts, template_kind kind, const ns_child_args *args,
                    pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner)
 {
         generation *g = &ts->gen[kind];
@@ -628,13 +628,13 @@ fail:
         return r;
 }
 
-void templates_release(hxs_templates *ts, int slot)
+void templates_release(ns_templates *ts, int slot)
 {
         if (ts && slot >= 0 && (unsigned)slot < NS_WARM_SLOTS_MAX)
                 ts->busy[slot] = false;
 }
 
-void templates_state(hxs_templates *ts, unsigned *ret_ready, unsigned *ret_total,
+void templates_state(ns_templates *ts, unsigned *ret_ready, unsigned *ret_total,
                      unsigned long *ret_restarts)
 {
         unsigned ready = 0;

@@ -35,7 +35,7 @@ typedef enum template_kind {
         TEMPLATE_KIND_MAX,
 } template_kind;
 
-typedef struct hxs_templates hxs_templates;
+typedef struct ns_templates ns_templates;
 
 /* Starts the templates of every kind (they become ready in the background), each kind
  * in a memory-capped cgroup of cgl, each slot's as an owner uid taken from owners. The
@@ -44,14 +44,14 @@ typedef struct hxs_templates hxs_templates;
  * simply runs cold. */
 struct ns_owners;
 int templates_new(const hxs_config *cfg, cg_layout *cgl, int init_fd, struct ns_owners *owners,
-                  hxs_templates **ret, hxs_error *err);
-void templates_free(hxs_templates *t);
+                  ns_templates **ret, hxs_error *err);
+void templates_free(ns_templates *t);
 
 /* Which template suits a request (both are behaviourally identical). */
 template_kind template_pick(const hxs_request *req, bool installed_set);
 /* Can this request run warm? Python, a ready template, and no environment variable
  * that only interpreter start-up reads (PYTHON*, LANG, LC_*). */
-bool template_eligible(hxs_templates *t, const hxs_request *req);
+bool template_eligible(ns_templates *t, const hxs_request *req);
 
 /* Asks a ready template of a free slot to clone a sandbox with these arguments. On
  * success the sandbox is blocked on args->sync_fd like a cold one, *ret_pidfd is a
@@ -59,14 +59,14 @@ bool template_eligible(hxs_templates *t, const hxs_request *req);
  * templates_release, and *ret_owner the owner uid of its user namespace, which it
  * holds until ns_owner_put. -EAGAIN when no template is ready and free (one that died
  * is restarted): run cold instead. */
-int template_spawn(hxs_templates *t, template_kind kind, const ns_child_args *args,
+int template_spawn(ns_templates *t, template_kind kind, const ns_child_args *args,
                    pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner);
 /* The sandbox of that slot is gone: the slot's templates may serve another. */
-void templates_release(hxs_templates *t, int slot);
+void templates_release(ns_templates *t, int slot);
 
 /* For /health and /metrics: kinds whose templates are all ready, kinds, and
  * generations of templates started since start-up. */
-void templates_state(hxs_templates *t, unsigned *ret_ready, unsigned *ret_total,
+void templates_state(ns_templates *t, unsigned *ret_ready, unsigned *ret_total,
                      unsigned long *ret_restarts);
 
 /* Whether pidfd (the process pid, so the template says) is a child of this process in

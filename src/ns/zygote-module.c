@@ -32,7 +32,7 @@
 #include "ns/ns.h"
 #include "ns/template.h"
 
-static hxs_seccomp filter;
+static sandbox_filter filter;
 
 /* More than one thread would make clone's copy of malloc's state unsafe. */
 static int single_threaded(void)
@@ -266,7 +266,7 @@ static PyObject *zygote_mother(PyObject *self, PyObject *args)
                 return NULL;
         }
         hxs_error err = { 0 };
-        if (hxs_seccomp_build(&filter, &err) < 0) {
+        if (sandbox_filter_build(&filter, &err) < 0) {
                 PyErr_SetString(PyExc_RuntimeError, err.message);
                 return NULL;
         }

@@ -25,7 +25,7 @@ static const char *const site_dirs[] = {
         "/usr/lib/python3.11/site-packages",
 };
 
-void hxs_pkg_normalize(const char *name, size_t len, char *out, size_t size)
+void pkg_normalize(const char *name, size_t len, char *out, size_t size)
 {
         size_t o = 0;
         bool sep = false;
@@ -46,7 +46,7 @@ void hxs_pkg_normalize(const char *name, size_t len, char *out, size_t size)
 
 /* Compares dotted numeric releases: "1.10" > "1.9", "2" == "2.0". Non-numeric tails
  * (rc1, .post1) compare as text after the numbers. */
-int hxs_pkg_version_cmp(const char *a, const char *b)
+int pkg_version_cmp(const char *a, const char *b)
 {
         while (*a || *b) {
                 if (isdigit((unsigned char)*a) || isdigit((unsigned char)*b)) {
@@ -180,7 +180,7 @@ static size_t put_parts(char *out, size_t o, size_t size, part *parts, size_t n)
         return o;
 }
 
-int hxs_pkg_canonical(const char *s, char *out, size_t size, const char **why)
+int pkg_canonical(const char *s, char *out, size_t size, const char **why)
 {
         static const char *const generic =
                 "a requirement is a name with optional extras and version specifiers, such as numpy or pandas>=2,<3";
@@ -217,7 +217,7 @@ int hxs_pkg_canonical(const char *s, char *out, size_t size, const char **why)
                         size_t el = name_len(p);
                         if (el == 0 || el > 63 || name_char(p[el]) || ne == REQ_MAX_PARTS)
                                 return -EINVAL;
-                        hxs_pkg_normalize(p, el, extras[ne++].text, sizeof(extras[0].text));
+                        pkg_normalize(p, el, extras[ne++].text, sizeof(extras[0].text));
                         p = skip_ws(p + el);
                         if (*p == ',')
                                 p = skip_ws(p + 1);
@@ -265,7 +265,7 @@ int hxs_pkg_canonical(const char *s, char *out, size_t size, const char **why)
                 }
         }
         char canon[64];
-        hxs_pkg_normalize(name, nl, canon, sizeof(canon));
+        pkg_normalize(name, nl, canon, sizeof(canon));
         size_t o = (size_t)snprintf(out, size, "%s", canon);
         if (o >= size)
                 return -ENAMETOOLONG;
@@ -287,12 +287,12 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int hxs_pkg_canonicalize(hxs_request *req)
+int pkg_canonicalize(hxs_request *req)
 {
         for (size_t i = 0; i < req->n_packages; i++) {
                 char buf[REQ_MAX_LEN + 8];
                 const char *why;
-                int r = hxs_pkg_canonical(req->packages[i], buf, sizeof(buf), &why);
+                int r = pkg_canonical(req->packages[i], buf, sizeof(buf), &why);
                 if (r < 0)
                         return r;
                 char *c = strdup(buf);
@@ -315,9 +315,9 @@ int hxs_pkg_canonicalize(hxs_request *req)
         return 0;
 }
 
-int hxs_pkg_index_load(hxs_pkg_index *ret, const char *rootfs)
+int pkg_index_load(pkg_index *ret, const char *rootfs)
 {
-        hxs_pkg_index idx = { 0 };
+        pkg_index idx = { 0 };
         size_t cap = 0;
         for (size_t d = 0; d < ARRAY_SIZE(site_dirs); d++) {
                 char path[512];
@@ -342,17 +342,17 @@ int hxs_pkg_index_load(hxs_pkg_index *ret, const char *rootfs)
                                 size_t nc = cap ? cap * 2 : 128;
                                 if (nc > 100000)
                                         break;
-                                hxs_pkg *p = realloc(idx.pkgs, nc * sizeof(*p));
+                                pkg_req *p = realloc(idx.pkgs, nc * sizeof(*p));
                                 if (!p) {
                                         closedir(dir);
-                                        hxs_pkg_index_free(&idx);
+                                        pkg_index_free(&idx);
                                         return -ENOMEM;
                                 }
                                 idx.pkgs = p;
                                 cap = nc;
                         }
-                        hxs_pkg *p = &idx.pkgs[idx.n++];
-                        hxs_pkg_normalize(n, (size_t)(dash - n), p->name, sizeof(p->name));
+                        pkg_req *p = &idx.pkgs[idx.n++];
+                        pkg_normalize(n, (size_t)(dash - n), p->name, sizeof(p->name));
                         size_t vlen = strcspn(dash + 1, "-");
                         size_t vmax = (size_t)(n + len - sfx - (dash + 1));
                         if (vlen > vmax)
@@ -365,14 +365,14 @@ int hxs_pkg_index_load(hxs_pkg_index *ret, const char *rootfs)
         return 0;
 }
 
-void hxs_pkg_index_free(hxs_pkg_index *idx)
+void pkg_index_free(pkg_index *idx)
 {
         free(idx->pkgs);
         idx->pkgs = NULL;
         idx->n = 0;
 }
 
-static const hxs_pkg *find(const hxs_pkg_index *idx, const char *name)
+static const pkg_req *find(const pkg_index *idx, const char *name)
 {
         for (size_t i = 0; i < idx->n; i++)
                 if (strcmp(idx->pkgs[i].name, name) == 0)
@@ -394,9 +394,9 @@ static bool satisfies_one(const char *version, const char *spec)
                 size_t wl = strlen(want);
                 if (wl >= 2 && strcmp(want + wl - 2, ".*") == 0) /* ==1.5.* */
                         return strncmp(version, want, wl - 1) == 0 || strncmp(version, want, wl - 2) == 0;
-                return hxs_pkg_version_cmp(version, want) == 0;
+                return pkg_version_cmp(version, want) == 0;
         }
-        c = hxs_pkg_version_cmp(version, want);
+        c = pkg_version_cmp(version, want);
         if (strcmp(op, "!=") == 0)
                 return c != 0;
         if (strcmp(op, ">=") == 0)
@@ -420,25 +420,25 @@ static bool satisfies_one(const char *version, const char *spec)
         return false;
 }
 
-int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *err)
+int pkg_check(const pkg_index *idx, const hxs_request *req, hxs_error *err)
 {
         if (req->n_packages == 0)
                 return 0;
         if (req->language != HXS_LANG_PYTHON)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
                                       "packages: only python executions can ask for packages");
         for (size_t i = 0; i < req->n_packages; i++) {
                 /* the canonical spelling (no spaces); as written if it is not a requirement */
                 char canon[REQ_MAX_LEN + 8];
                 const char *why, *r = req->packages[i];
-                if (hxs_pkg_canonical(r, canon, sizeof(canon), &why) == 0)
+                if (pkg_canonical(r, canon, sizeof(canon), &why) == 0)
                         r = canon;
                 size_t nl = strcspn(r, "[=!<>~");
                 char name[64];
-                hxs_pkg_normalize(r, nl, name, sizeof(name));
-                const hxs_pkg *p = find(idx, name);
+                pkg_normalize(r, nl, name, sizeof(name));
+                const pkg_req *p = find(idx, name);
                 if (!p)
-                        return hxs_fail_subject(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", r,
+                        return err_fail_subject(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", r,
                                                 "packages: \"%.64s\" is not in the image, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
                                                 r);
                 const char *spec = r + nl;
@@ -448,7 +448,7 @@ int hxs_pkg_check(const hxs_pkg_index *idx, const hxs_request *req, hxs_error *e
                 snprintf(buf, sizeof(buf), "%s", spec);
                 for (char *save, *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save))
                         if (!satisfies_one(p->version, s))
-                                return hxs_fail_subject(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", r,
+                                return err_fail_subject(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", r,
                                                         "packages: \"%.64s\" is not satisfied by the image's %s %s, and no package source is configured (PACKAGES_WHEELHOUSE, PACKAGES_INDEX_URL)",
                                                         r, p->name, p->version);
         }

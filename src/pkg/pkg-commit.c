@@ -88,13 +88,13 @@ static int hash_wheel(pkg_commit *p, int dirfd, const char *name, char hex[65])
         pkgcache *c = p->cache;
         int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
-                return hxs_fail(&p->err, HXS_ERR_SETUP, -errno, "packages: reading %.80s: %s", name, strerror(errno));
+                return err_fail(&p->err, HXS_ERR_SETUP, -errno, "packages: reading %.80s: %s", name, strerror(errno));
         struct stat st;
         int r = 0;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                r = hxs_fail(&p->err, HXS_ERR_SETUP, -EINVAL, "packages: %.80s is not a regular file", name);
+                r = err_fail(&p->err, HXS_ERR_SETUP, -EINVAL, "packages: %.80s is not a regular file", name);
         } else if ((uint64_t)st.st_size > c->limit_bytes) {
-                r = hxs_fail_field(&p->err, HXS_ERR_NOT_FOUND, -EFBIG, "packages",
+                r = err_fail_field(&p->err, HXS_ERR_NOT_FOUND, -EFBIG, "packages",
                                    "packages: %.80s is %llu MiB, larger than the cache (PACKAGES_CACHE_MB %llu)", name,
                                    (unsigned long long)st.st_size >> 20, (unsigned long long)c->limit_bytes >> 20);
         } else if (!digest_cached(c, &st, hex)) {
@@ -103,18 +103,18 @@ static int hash_wheel(pkg_commit *p, int dirfd, const char *name, char hex[65])
                 sha256_init(&h);
                 while (r == 0) {
                         if (!buf) {
-                                r = hxs_fail(&p->err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                                r = err_fail(&p->err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
                                 break;
                         }
                         if (atomic_load(&p->job.cancel)) {
-                                r = hxs_fail(&p->err, HXS_ERR_SETUP, -ECANCELED, "packages: cancelled");
+                                r = err_fail(&p->err, HXS_ERR_SETUP, -ECANCELED, "packages: cancelled");
                                 break;
                         }
                         ssize_t n = read(fd, buf, HASH_CHUNK);
                         if (n < 0 && errno == EINTR)
                                 continue;
                         if (n < 0)
-                                r = hxs_fail(&p->err, HXS_ERR_SETUP, -errno, "packages: reading %.80s: %s", name,
+                                r = err_fail(&p->err, HXS_ERR_SETUP, -errno, "packages: reading %.80s: %s", name,
                                              strerror(errno));
                         else if (n == 0)
                                 break;
@@ -140,14 +140,14 @@ static int content_key(pkg_commit *p, char key[65])
 {
         int whfd = open(p->wheel_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (whfd < 0)
-                return hxs_fail(&p->err, HXS_ERR_SETUP, -errno, "packages: %s: %s", p->wheel_dir, strerror(errno));
+                return err_fail(&p->err, HXS_ERR_SETUP, -errno, "packages: %s: %s", p->wheel_dir, strerror(errno));
         char (*digests)[65] = calloc(p->n_wheels + 1, 65);
-        int r = digests ? 0 : hxs_fail(&p->err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        int r = digests ? 0 : err_fail(&p->err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         for (size_t i = 0; r == 0 && i < p->n_wheels; i++) {
                 const char *w = p->wheels[i];
                 size_t len = strlen(w);
                 if (len < 5 || strchr(w, '/') || w[0] == '.' || strcmp(w + len - 4, ".whl") != 0)
-                        r = hxs_fail(&p->err, HXS_ERR_SETUP, -EINVAL,
+                        r = err_fail(&p->err, HXS_ERR_SETUP, -EINVAL,
                                      "packages: the installer named \"%.80s\", not a wheel of the wheelhouse", w);
                 else
                         r = hash_wheel(p, whfd, w, digests[i]);
@@ -324,24 +324,24 @@ static int commit(pkg_commit *p)
                 p->fetch[0] = '\0';
         }
         if (atomic_load(&p->job.cancel))
-                return hxs_fail(&p->err, HXS_ERR_SETUP, -ECANCELED, "packages: cancelled");
+                return err_fail(&p->err, HXS_ERR_SETUP, -ECANCELED, "packages: cancelled");
         /* the set is read-only from now on: its top directory becomes ours */
         (void)!fchownat(c->work_fd, p->stage, 0, 0, AT_SYMLINK_NOFOLLOW);
         (void)!fchmodat(c->work_fd, p->stage, 0755, 0);
         tree_usage u;
         r = tree_measure_at(c->work_fd, p->stage, c->limit_inodes, &u);
         if (r == -E2BIG)
-                return hxs_fail_field(&p->err, HXS_ERR_NOT_FOUND, r, "packages",
+                return err_fail_field(&p->err, HXS_ERR_NOT_FOUND, r, "packages",
                                       "packages: the installed set has more than %llu files and directories (PACKAGES_CACHE_INODES)",
                                       (unsigned long long)c->limit_inodes);
         if (r < 0)
-                return hxs_fail(&p->err, HXS_ERR_SETUP, r, "packages: measuring the installed set: %s", strerror(-r));
+                return err_fail(&p->err, HXS_ERR_SETUP, r, "packages: measuring the installed set: %s", strerror(-r));
         if (u.bytes > c->limit_bytes)
-                return hxs_fail_field(&p->err, HXS_ERR_NOT_FOUND, -EFBIG, "packages",
+                return err_fail_field(&p->err, HXS_ERR_NOT_FOUND, -EFBIG, "packages",
                                       "packages: the installed set takes %llu MiB on disk, more than the cache holds (PACKAGES_CACHE_MB %llu)",
                                       (unsigned long long)u.bytes >> 20, (unsigned long long)c->limit_bytes >> 20);
         if (atomic_load(&p->job.cancel))
-                return hxs_fail(&p->err, HXS_ERR_SETUP, -ECANCELED, "packages: cancelled");
+                return err_fail(&p->err, HXS_ERR_SETUP, -ECANCELED, "packages: cancelled");
         if (renameat(c->work_fd, p->stage, c->sets_fd, key) < 0) {
                 /* EEXIST / ENOTEMPTY: the same set was installed meanwhile; keep that */
                 (void)pkgcache_trash(c, c->work_fd, p->stage);
@@ -356,7 +356,7 @@ static int commit(pkg_commit *p)
                 (void)unlinkat(c->req_fd, tmpl, 0);
         r = pkgcache_hold(c, key, &p->use);
         if (r < 0)
-                return hxs_fail(&p->err, HXS_ERR_SETUP, r, "packages: the installed set %s is gone: %s", key,
+                return err_fail(&p->err, HXS_ERR_SETUP, r, "packages: the installed set %s is gone: %s", key,
                                 strerror(-r));
         pthread_mutex_lock(&c->evict_mu);
         evict(c);
@@ -395,7 +395,7 @@ int pkgcache_commit_submit(pkgcache *c, const char *stage, const char *fetch_dir
                 pkgcache_discard(c, stage);
                 if (fetch_dir[0])
                         pkgcache_discard(c, fetch_dir);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         p->job.run = commit_run;
         p->job.free = commit_free;
@@ -420,7 +420,7 @@ int pkgcache_commit_submit(pkgcache *c, const char *stage, const char *fetch_dir
                         pkgcache_discard(c, fetch_dir);
                 p->stage[0] = p->fetch[0] = '\0';
                 commit_free(&p->job);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: handing the install to a worker: %s",
+                return err_fail(err, HXS_ERR_SETUP, r, "packages: handing the install to a worker: %s",
                                 strerror(-r));
         }
         *ret = p;

@@ -74,10 +74,10 @@ static void *worker(void *arg)
 int pkg_jobs_new(unsigned n, pkg_jobs **ret, hxs_error *err)
 {
         if (n == 0 || n > JOBS_MAX)
-                return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "packages: %u workers (1..%d)", n, JOBS_MAX);
+                return err_fail(err, HXS_ERR_INVALID, -EINVAL, "packages: %u workers (1..%d)", n, JOBS_MAX);
         pkg_jobs *p = calloc(1, sizeof(*p));
         if (!p)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         pthread_mutex_init(&p->mu, NULL);
         pthread_cond_init(&p->cv, NULL);
         p->n = n;
@@ -104,7 +104,7 @@ int pkg_jobs_new(unsigned n, pkg_jobs **ret, hxs_error *err)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0) {
                 pkg_jobs_free(p);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: starting the cache's worker threads: %s",
+                return err_fail(err, HXS_ERR_SETUP, r, "packages: starting the cache's worker threads: %s",
                                 strerror(-r));
         }
         *ret = p;

@@ -41,7 +41,7 @@
 #include "engine/exec.h"
 #include "pkg/pkg-step.h"
 
-extern const char hxs_pkg_install_py[];
+extern const char embed_pkg_install_py[];
 
 /* One execution's install step: the installer's sandbox, or before it the downloader,
  * after it the commit. */
@@ -87,7 +87,7 @@ static int installer_request(const hxs_exec *x, hxs_request **ret)
         json_decref(in);
         int q = text ? 0 : -ENOMEM;
         if (q == 0)
-                q = hxs_request_set_code(r, hxs_pkg_install_py, strlen(hxs_pkg_install_py));
+                q = hxs_request_set_code(r, embed_pkg_install_py, strlen(embed_pkg_install_py));
         if (q == 0)
                 q = hxs_request_set_stdin(r, text, strlen(text));
         free(text);
@@ -123,12 +123,12 @@ static int prepare(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
 {
         pkgcache *c = &e->pkgcache;
         if (x->req->language != HXS_LANG_PYTHON)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "packages",
                                       "packages: only python executions can ask for packages");
         /* one spelling for one meaning: the key, the installer and pip see the same */
-        int r = hxs_pkg_canonicalize(x->req);
+        int r = pkg_canonicalize(x->req);
         if (r < 0)
-                return hxs_fail_field(err, r == -ENOMEM ? HXS_ERR_INTERNAL : HXS_ERR_INVALID, r, "packages",
+                return err_fail_field(err, r == -ENOMEM ? HXS_ERR_INTERNAL : HXS_ERR_INVALID, r, "packages",
                                       "packages: %s", r == -ENOMEM ? "out of memory" : "not a requirement");
         char key[65];
         r = pkgcache_request_key(c, x->req, key, err);
@@ -140,7 +140,7 @@ static int prepare(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
         }
         _cleanup_(pkg_step_freep) pkg_step *s = step_new(x, key);
         if (!s)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = pkgcache_stage(c, c->owner_uid, s->stage, err);
         if (r < 0)
                 return r;
@@ -162,7 +162,7 @@ static int prepare(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
 int pkg_step_begin(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
 {
         *ret = NULL;
-        int r = hxs_pkg_check(&e->pkgs, x->req, err);
+        int r = pkg_check(&e->pkgs, x->req, err);
         if (r == 0) {
                 if (x->req->n_packages > 0)
                         x->packages = HXS_PACKAGES_IMAGE;
@@ -173,12 +173,12 @@ int pkg_step_begin(hxs_engine *e, hxs_exec *x, pkg_step **ret, hxs_error *err)
         if (!(e->ops->features & BACKEND_INSTALLS_PACKAGES))
                 /* the install step and the package mount are the namespace backend's: a
                  * microVM runs what its image has */
-                return hxs_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
+                return err_fail_field(err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
                                       "packages: \"%s\" is not in the microVM image, and the %s backend "
                                       "installs nothing (PACKAGES_WHEELHOUSE and PACKAGES_INDEX_URL serve "
                                       "the namespace backend)", err->subject, e->ops->name);
         /* not all in the image: a cached set, or an install step first */
-        hxs_error_clear(err);
+        err_clear(err);
         return prepare(e, x, ret, err);
 }
 
@@ -191,7 +191,7 @@ static int start_installer(pkg_step *s, const char *wheel_dir, hxs_error *err)
         hxs_request *ireq;
         r = installer_request(x, &ireq);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         hxs_exec *ix;
         r = exec_new(e, ireq, &ix, err);
         if (r < 0)
@@ -204,13 +204,13 @@ static int start_installer(pkg_step *s, const char *wheel_dir, hxs_error *err)
         ix->budget_ms = used < limit ? limit - used : 1;
         r = exec_backend_start(ix, err);
         if (r < 0) {
-                hxs_wrap(err, r, "packages: starting the installer");
+                err_wrap(err, r, "packages: starting the installer");
                 hxs_exec_free(ix);
                 return r;
         }
         struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_INSTALLER };
         if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, ix->epfd, &ev) < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "epoll: %s", strerror(errno));
+                r = err_fail(err, HXS_ERR_SETUP, -errno, "epoll: %s", strerror(errno));
                 hxs_exec_free(ix);
                 return r;
         }
@@ -380,14 +380,14 @@ static void installed(pkg_step *s, const hxs_result *res)
         if (!json_is_array(wheels) || !names) {
                 int len;
                 const char *l = last_line(res, &len);
-                hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
+                err_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
                                "packages: the installer gave no list of wheels (%.*s)", len, l);
                 goto fail;
         }
         for (size_t i = 0; i < n; i++) {
                 const char *w = json_string_value(json_array_get(wheels, i));
                 if (!w) {
-                        hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages", "packages: the installer's list of wheels is malformed");
+                        err_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages", "packages: the installer's list of wheels is malformed");
                         goto fail;
                 }
                 names[i] = (char *)w;
@@ -409,7 +409,7 @@ static void installed(pkg_step *s, const hxs_result *res)
         if (s->commit_timer_fd < 0 || timerfd_arm_ms(s->commit_timer_fd, used < limit ? limit - used : 0) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, pkg_commit_fd(s->commit), &ev) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->commit_timer_fd, &ev_tim) < 0) {
-                hxs_fail(&err, HXS_ERR_SETUP, -errno, "packages: watching the commit: %s", strerror(errno));
+                err_fail(&err, HXS_ERR_SETUP, -errno, "packages: watching the commit: %s", strerror(errno));
                 goto fail;
         }
         return;
@@ -477,7 +477,7 @@ static void installer_step(pkg_step *s)
         int r = hxs_exec_take_result(ix, &res, &err);
         drop_installer(s);
         if (r < 0) {
-                hxs_wrap(&err, r, "packages: the installer's sandbox");
+                err_wrap(&err, r, "packages: the installer's sandbox");
                 abandon(s);
                 end_with_error(x, &err);
                 return;
@@ -498,7 +498,7 @@ static void installer_step(pkg_step *s)
                 json_t *rep = installer_report(&res);
                 const char *msg = json_string_value(json_object_get(rep, "message"));
                 /* not found, or a wheel it will not install: either way a 422 naming it */
-                hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", "packages: %.300s",
+                err_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages", "packages: %.300s",
                                msg ? msg : "the installer refused them");
                 json_decref(rep);
                 abandon(s);
@@ -507,7 +507,7 @@ static void installer_step(pkg_step *s)
                 /* the operator's to fix: 500, saying what */
                 json_t *rep = installer_report(&res);
                 const char *msg = json_string_value(json_object_get(rep, "message"));
-                hxs_fail_field(&err, HXS_ERR_SETUP, -EACCES, "packages",
+                err_fail_field(&err, HXS_ERR_SETUP, -EACCES, "packages",
                                "packages: the installer (uid %u) cannot read the wheelhouse (%.200s): make PACKAGES_WHEELHOUSE readable by others (chmod o+rx on it, o+r on its wheels)",
                                (unsigned)x->engine->pkgcache.owner_uid, msg ? msg : "");
                 json_decref(rep);
@@ -516,7 +516,7 @@ static void installer_step(pkg_step *s)
         } else if (res.exit_code != 0) {
                 int len;
                 const char *l = last_line(&res, &len);
-                hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
+                err_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
                                "packages: the installer failed with exit code %d: %.*s", res.exit_code, len, l);
                 abandon(s);
                 end_with_error(x, &err);
@@ -648,12 +648,12 @@ static int spawn_fetch(pkg_step *s, const fetch_child_args *args_in, pid_t *ret_
                           .cpus_milli = e->cfg.cpus_milli };
         int r = cg_exec_create(&e->cg, &lim, &s->fetch_cg, err);
         if (r < 0)
-                return hxs_wrap(err, r, "packages: the downloader's cgroup");
+                return err_wrap(err, r, "packages: the downloader's cgroup");
         s->have_fetch_cg = true;
         cg_join join;
         r = cg_join_open(&s->fetch_cg, &join, err);
         if (r < 0)
-                return hxs_wrap(err, r, "packages: the downloader's cgroup");
+                return err_wrap(err, r, "packages: the downloader's cgroup");
         unsigned joined = 0;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
                 if (join.v1_tasks[h] >= 0)
@@ -681,11 +681,11 @@ static int spawn_fetch(pkg_step *s, const fetch_child_args *args_in, pid_t *ret_
                 joined |= 1u << join.v2_hier;
         cg_join_close(&join);
         if (pid < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -saved, "packages: clone3: %s", strerror(saved));
+                return err_fail(err, HXS_ERR_SETUP, -saved, "packages: clone3: %s", strerror(saved));
         *ret_pid = (pid_t)pid;
         *ret_pidfd = pidfd;
         r = cg_exec_attach(&s->fetch_cg, (pid_t)pid, joined, err);
-        return r < 0 ? hxs_wrap(err, r, "packages: the downloader's cgroup") : 0;
+        return r < 0 ? err_wrap(err, r, "packages: the downloader's cgroup") : 0;
 }
 
 static int start_fetch(pkg_step *s, hxs_error *err)
@@ -696,7 +696,7 @@ static int start_fetch(pkg_step *s, hxs_error *err)
         char **argv = NULL;
         int r = fetch_argv(s, &argv);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         char home[600];
         snprintf(home, sizeof(home), "HOME=%s", s->fetch_dir);
         char *envp[] = { "PATH=/usr/bin:/bin", home, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", NULL };
@@ -704,7 +704,7 @@ static int start_fetch(pkg_step *s, hxs_error *err)
         if (pipe2(out, O_CLOEXEC) < 0) {
                 r = -errno;
                 free_argv(argv);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: pipe: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "packages: pipe: %s", strerror(-r));
         }
         /* pip resolves what looks like a file name against its working directory: its
          * own empty download directory, never the service's */
@@ -734,7 +734,7 @@ static int start_fetch(pkg_step *s, hxs_error *err)
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_pidfd, &ev_pid) < 0 ||
             epoll_ctl(x->epfd, EPOLL_CTL_ADD, s->fetch_timer_fd, &ev_tim) < 0) {
                 if (r == 0)
-                        r = hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: watching the downloader: %s", strerror(errno));
+                        r = err_fail(err, HXS_ERR_SETUP, -errno, "packages: watching the downloader: %s", strerror(errno));
                 if (s->fetch_pidfd < 0) { /* cannot happen for our own child; reap it by pid */
                         kill(pid, SIGKILL);
                         (void)waitpid(pid, NULL, 0);
@@ -759,7 +759,7 @@ static void fetch_failed(pkg_step *s)
         if (nm) {
                 nm += strlen("No matching distribution found for ");
                 int l = (int)strcspn(nm, "\n");
-                hxs_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
+                err_fail_field(&err, HXS_ERR_NOT_FOUND, -ENOENT, "packages",
                                "packages: %.*s: no wheel for it in the package index", l > 200 ? 200 : l, nm);
         } else {
                 const char *end = text + len;
@@ -769,7 +769,7 @@ static void fetch_failed(pkg_step *s)
                 while (line > text && line[-1] != '\n')
                         line--;
                 int l = (int)(end - line) > 200 ? 200 : (int)(end - line);
-                hxs_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
+                err_fail_field(&err, HXS_ERR_SETUP, -EIO, "packages",
                                "packages: downloading from the package index failed (exit %d): %.*s",
                                WIFEXITED(s->fetch_status) ? WEXITSTATUS(s->fetch_status) : 128 + WTERMSIG(s->fetch_status),
                                l, line);

@@ -189,7 +189,7 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
         /* without a wheelhouse, the listing is that of an empty directory */
         DIR *d = opendir_at(AT_FDCWD, c->wheelhouse[0] ? c->wheelhouse : c->dir, 0);
         if (!d)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "PACKAGES_WHEELHOUSE: %s: %s", c->wheelhouse,
+                return err_fail(err, HXS_ERR_SETUP, -errno, "PACKAGES_WHEELHOUSE: %s: %s", c->wheelhouse,
                                 strerror(errno));
         int fd = dir_fd(d);
         whl_entry *ents = NULL;
@@ -222,7 +222,7 @@ int pkgcache_request_key(pkgcache *c, const hxs_request *req, char ret[65], hxs_
         closedir(d);
         if (r < 0) {
                 free(ents);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "PACKAGES_WHEELHOUSE: more than %d wheels",
+                return err_fail(err, HXS_ERR_SETUP, r, "PACKAGES_WHEELHOUSE: more than %d wheels",
                                 WHEELHOUSE_MAX_ENTRIES);
         }
         sort(ents, n, sizeof(*ents), cmp_whl);
@@ -299,13 +299,13 @@ int pkgcache_stage(pkgcache *c, uint32_t owner, char ret_path[512], hxs_error *e
         char name[32];
         snprintf(name, sizeof(name), "%lu", atomic_fetch_add(&c->seq, 1) + 1);
         if (mkdirat(c->work_fd, name, 0755) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "packages: creating %s/tmp/%s/%s: %s", c->dir, c->work,
+                return err_fail(err, HXS_ERR_SETUP, -errno, "packages: creating %s/tmp/%s/%s: %s", c->dir, c->work,
                                 name, strerror(errno));
         /* only the unprivileged user that fills it may write there */
         if (fchownat(c->work_fd, name, owner, owner, AT_SYMLINK_NOFOLLOW) < 0) {
                 int r = -errno;
                 (void)unlinkat(c->work_fd, name, AT_REMOVEDIR);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "packages: chown of the install directory: %s",
+                return err_fail(err, HXS_ERR_SETUP, r, "packages: chown of the install directory: %s",
                                 strerror(-r));
         }
         snprintf(ret_path, 512, "%s/tmp/%s/%s", c->dir, c->work, name);
@@ -462,7 +462,7 @@ int pkgcache_check_wheelhouse(const hxs_config *cfg, hxs_error *err)
                 if (r == 0)
                         continue;
                 bool wheel = strcmp(bad, wh) != 0;
-                return hxs_fail_field(err, HXS_ERR_INVALID, r, "PACKAGES_WHEELHOUSE",
+                return err_fail_field(err, HXS_ERR_INVALID, r, "PACKAGES_WHEELHOUSE",
                                       "PACKAGES_WHEELHOUSE: %s cannot %s %s (uid %u): %s; make %s (%s)",
                                       users[i].who, wheel ? "read" : users[i].list ? "list" : "reach", bad,
                                       (unsigned)users[i].uid, strerror(-r),
@@ -472,7 +472,7 @@ int pkgcache_check_wheelhouse(const hxs_config *cfg, hxs_error *err)
         return 0;
 }
 
-int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, bool installs, hxs_error *err)
+int pkgcache_init(pkgcache *c, const hxs_config *cfg, const pkg_index *image, bool installs, hxs_error *err)
 {
         memset(c, 0, sizeof(*c));
         c->dirfd = c->sets_fd = c->meta_fd = c->req_fd = c->tmp_fd = c->work_fd = c->trash_fd = -1;
@@ -498,20 +498,20 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
                 *s = '/';
         }
         if (mkdir(c->dir, 0711) < 0 && errno != EEXIST)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
                                       "PACKAGES_CACHE_DIR: %s: %s", c->dir, strerror(errno));
         char real[PATH_MAX];
         r = dir_check_private(c->dir, "PACKAGES_CACHE_DIR", real, sizeof(real), err);
         if (r < 0)
                 return r;
         if (strlen(real) >= sizeof(c->dir) - 60)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, "PACKAGES_CACHE_DIR",
+                return err_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, "PACKAGES_CACHE_DIR",
                                       "PACKAGES_CACHE_DIR: %s is longer than %zu characters", real,
                                       sizeof(c->dir) - 60);
         snprintf(c->dir, sizeof(c->dir), "%s", real); /* no link on the way can move it later */
         c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (c->dirfd < 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "PACKAGES_CACHE_DIR",
                                       "PACKAGES_CACHE_DIR: %s: %s", c->dir, strerror(errno));
         (void)fchmod(c->dirfd, 0711);
         if ((c->sets_fd = open_subdir(c->dirfd, "sets", 0711)) < 0 ||
@@ -520,7 +520,7 @@ int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image
             (c->tmp_fd = open_subdir(c->dirfd, "tmp", 0711)) < 0 || (r = make_work_dir(c)) < 0) {
                 r = c->sets_fd < 0 ? c->sets_fd : c->meta_fd < 0 ? c->meta_fd : c->req_fd < 0 ? c->req_fd
                   : c->tmp_fd < 0 ? c->tmp_fd : r;
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, r, "PACKAGES_CACHE_DIR",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, r, "PACKAGES_CACHE_DIR",
                                       "PACKAGES_CACHE_DIR: creating its directories in %s: %s", c->dir, strerror(-r));
         }
         pthread_mutex_init(&c->evict_mu, NULL);

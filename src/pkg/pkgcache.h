@@ -8,7 +8,7 @@
  *   meta/<content key>    its size: "<bytes> <inodes>" (for the cache's limits)
  *   req/<request key>     symlink to a content key: which set a request resolved to.
  *                         Request key: sha256 of the canonical requirements (sorted,
- *                         without duplicates, see hxs_pkg_canonical), the image's
+ *                         without duplicates, see pkg_canonical), the image's
  *                         distributions, the index URL and the wheelhouse listing
  *                         (name, size, mtime).
  *   tmp/<engine>/         one engine's work, flock(2)ed by it while it runs:
@@ -100,7 +100,7 @@ typedef struct pkg_use {
 
 /* installs: this engine's backend runs the install step (namespaces); only then must
  * the wheelhouse be readable by the installer's users. */
-int pkgcache_init(pkgcache *c, const hxs_config *cfg, const hxs_pkg_index *image, bool installs, hxs_error *err);
+int pkgcache_init(pkgcache *c, const hxs_config *cfg, const pkg_index *image, bool installs, hxs_error *err);
 /* Stops the workers and removes this engine's tmp/<engine>/. */
 void pkgcache_fini(pkgcache *c);
 

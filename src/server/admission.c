@@ -53,7 +53,7 @@ static void exec_ready(watch *w, uint32_t events);
 
 /* Seconds a turned-away client should wait: the queue ahead of it, at the mean
  * execution time, spread over the slots. Whole seconds, at least 1. */
-unsigned admission_retry_after(const hxs_server *srv)
+unsigned admission_retry_after(const server *srv)
 {
         double mean = srv->m.duration_count ? srv->m.duration_sum_s / (double)srv->m.duration_count : 1.0;
         double wait = mean * (double)(srv->adm->n_queued + 1) /
@@ -73,7 +73,7 @@ static void suspend(call *c)
 
 static void reject_overloaded(call *c, reject_reason why)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         char msg[200];
 
         metrics_reject(&srv->m, why);
@@ -98,7 +98,7 @@ static void reject_draining(call *c)
 
 static void reject_quota(call *c, unsigned wait_s, const char *msg)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         metrics_reject(&srv->m, REJECT_QUOTA);
         metrics_caller_quota(&srv->m, c->label);
@@ -110,7 +110,7 @@ static void reject_quota(call *c, unsigned wait_s, const char *msg)
  * the engine only knows once it tried): counted, logged, and the error reply. */
 static void setup_failed(call *c, const hxs_error *err)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         unsigned status = call_status_of(err);
         const char *code = call_error_code_of(err);
 
@@ -130,7 +130,7 @@ static void setup_failed(call *c, const hxs_error *err)
 /* Starts c's sandbox. On failure c holds the error reply and 0 < status. */
 static int start(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         hxs_error err = { 0 };
 
         c->started_ms = now_ms();
@@ -144,7 +144,7 @@ static int start(call *c)
                         hxs_exec_kill(c->exec);
                         hxs_exec_free(c->exec);
                         c->exec = NULL;
-                        hxs_fail(&err, HXS_ERR_INTERNAL, r, "starting the event stream: out of memory");
+                        err_fail(&err, HXS_ERR_INTERNAL, r, "starting the event stream: out of memory");
                 }
         }
         if (r >= 0) {
@@ -152,7 +152,7 @@ static int start(call *c)
                 if (r < 0) {
                         hxs_exec_free(c->exec);
                         c->exec = NULL;
-                        hxs_fail(&err, HXS_ERR_INTERNAL, r, "watching the execution: %s",
+                        err_fail(&err, HXS_ERR_INTERNAL, r, "watching the execution: %s",
                                  strerror(-r));
                 }
         }
@@ -182,7 +182,7 @@ static void reply_ready(call *c)
 }
 
 /* Hands free slots to waiting requests: round-robin by caller, oldest first within one. */
-static void pump(hxs_server *srv)
+static void pump(server *srv)
 {
         while (!srv->adm->draining && srv->adm->n_running < srv->cfg.max_concurrent &&
                !TAILQ_EMPTY(&srv->adm->queue)) {
@@ -203,7 +203,7 @@ static void pump(hxs_server *srv)
  * the turns). */
 static void enqueue(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         TAILQ_INSERT_TAIL(&srv->adm->queue, c, link);
         srv->adm->n_queued++;
@@ -213,7 +213,7 @@ static void enqueue(call *c)
 /* Out of the queue (timeout, hang-up, drain): c no longer counts for its caller. */
 static void unqueue(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         TAILQ_REMOVE(&srv->adm->queue, c, link);
         srv->adm->n_queued--;
@@ -223,7 +223,7 @@ static void unqueue(call *c)
 
 void admission_submit(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         if (srv->adm->draining) {
                 reject_draining(c);
@@ -295,7 +295,7 @@ void admission_submit(call *c)
 /* Stops tracking c's execution (it is done, or being abandoned). */
 static void drop_exec(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         loop_del(srv->loop, &c->exec_watch);
         hxs_exec_free(c->exec);
@@ -309,7 +309,7 @@ static void drop_exec(call *c)
 /* c's execution is done: its result (or why it could not run) becomes the reply. */
 static void finish(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         hxs_result res = { 0 };
         hxs_error err = { 0 };
 
@@ -352,7 +352,7 @@ static void exec_ready(watch *w, uint32_t events)
 void admission_hangup(watch *w, uint32_t events)
 {
         call *c = loop_owner(w, call, client_watch);
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         if (c->state == CALL_QUEUED) {
                 unqueue(c);
@@ -380,7 +380,7 @@ void admission_hangup(watch *w, uint32_t events)
 
 void admission_forget(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         loop_del(srv->loop, &c->client_watch);
         if (c->state == CALL_QUEUED) {
@@ -398,7 +398,7 @@ void admission_forget(call *c)
 /* Queue timeouts, the drain's kill, free slots. */
 static void tick(void *data, uint64_t now)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         call *c;
 
         /* Queue timeouts: the queue is in arrival order, so the oldest is first. */
@@ -436,7 +436,7 @@ static void tick(void *data, uint64_t now)
 
 /* The first SIGTERM/SIGINT: queued requests get 503 now, running ones may finish until
  * DRAIN_TIMEOUT. */
-static void drain(hxs_server *srv)
+static void drain(server *srv)
 {
         call *c;
         uint64_t now = now_ms();
@@ -451,7 +451,7 @@ static void drain(hxs_server *srv)
         }
 }
 
-void admission_drain(hxs_server *srv, const char *signame)
+void admission_drain(server *srv, const char *signame)
 {
         admission *a = srv->adm;
 
@@ -468,7 +468,7 @@ void admission_drain(hxs_server *srv, const char *signame)
 
 static uint64_t next_deadline(void *data)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         uint64_t d = UINT64_MAX;
         call *c = TAILQ_FIRST(&srv->adm->queue);
 
@@ -483,7 +483,7 @@ static uint64_t next_deadline(void *data)
         return d;
 }
 
-int admission_setup(hxs_server *srv)
+int admission_setup(server *srv)
 {
         admission *a = calloc(1, sizeof(*a));
         if (!a)
@@ -496,18 +496,18 @@ int admission_setup(hxs_server *srv)
         return 0;
 }
 
-void admission_free(hxs_server *srv)
+void admission_free(server *srv)
 {
         free(srv->adm);
         srv->adm = NULL;
 }
 
-bool admission_draining(const hxs_server *srv)
+bool admission_draining(const server *srv)
 {
         return srv->adm && srv->adm->draining;
 }
 
-void admission_load_get(const hxs_server *srv, admission_load *ret)
+void admission_load_get(const server *srv, admission_load *ret)
 {
         const admission *a = srv->adm;
         const call *oldest = a ? TAILQ_FIRST(&a->queue) : NULL;
@@ -517,12 +517,12 @@ void admission_load_get(const hxs_server *srv, admission_load *ret)
 }
 
 /* Nothing runs, waits or still has its reply to send. */
-static bool drained(const hxs_server *srv)
+static bool drained(const server *srv)
 {
         return srv->adm->n_running == 0 && srv->adm->n_queued == 0 && srv->n_held == 0;
 }
 
-bool admission_done(hxs_server *srv)
+bool admission_done(server *srv)
 {
         admission *a = srv->adm;
 
@@ -538,7 +538,7 @@ bool admission_done(hxs_server *srv)
 }
 
 
-void admission_abort_all(hxs_server *srv)
+void admission_abort_all(server *srv)
 {
         call *c;
 

@@ -8,7 +8,7 @@
 #include "server/call.h"
 #include "server/loop.h"
 
-struct hxs_server;
+struct server;
 
 /* The queues and the drain (admission.c's own). */
 typedef struct admission admission;
@@ -20,20 +20,20 @@ typedef struct admission_load {
 } admission_load;
 
 /* Its state, and its deadlines (queue timeouts, the drain's) registered with the loop. */
-int admission_setup(struct hxs_server *srv);
-void admission_free(struct hxs_server *srv);
+int admission_setup(struct server *srv);
+void admission_free(struct server *srv);
 void admission_submit(call *c);                 /* body parsed into c->req */
 void admission_forget(call *c);                 /* MHD is done with c: drop what is left */
 /* A suspended request's client hung up (call_suspend's hangup): its execution is killed,
  * its slot or queue place freed. */
 void admission_hangup(watch *w, uint32_t events);
 /* SIGTERM/SIGINT (named for the log): the first drains, the second kills what runs. */
-void admission_drain(struct hxs_server *srv, const char *signame);
-bool admission_draining(const struct hxs_server *srv);
+void admission_drain(struct server *srv, const char *signame);
+bool admission_draining(const struct server *srv);
 /* Seconds a client turned away for a busy service should wait (its Retry-After). */
-unsigned admission_retry_after(const struct hxs_server *srv);
+unsigned admission_retry_after(const struct server *srv);
 /* Draining, may the service stop: everything answered, or the exit deadline passed
  * (logged)? */
-bool admission_done(struct hxs_server *srv);
-void admission_load_get(const struct hxs_server *srv, admission_load *ret);
-void admission_abort_all(struct hxs_server *srv); /* last resort at exit */
+bool admission_done(struct server *srv);
+void admission_load_get(const struct server *srv, admission_load *ret);
+void admission_abort_all(struct server *srv); /* last resort at exit */

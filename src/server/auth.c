@@ -36,7 +36,7 @@
 
 #define XFCC "X-Forwarded-Client-Cert"
 
-int auth_setup(hxs_server *srv, hxs_error *err)
+int auth_setup(server *srv, hxs_error *err)
 {
         const hxs_config *cfg = &srv->cfg;
         int r;
@@ -48,26 +48,26 @@ int auth_setup(hxs_server *srv, hxs_error *err)
         bool proxies = proxies_by_address(&srv->auth.proxies) || proxies_by_id(&srv->auth.proxies);
         srv->auth.identity_on = tls_mutual(srv) || proxies;
         if (tls_has_bundles(srv) && !tls_mutual(srv) && !proxies)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                       "SPIFFE_TRUST_BUNDLES: nothing would be verified against them: they need mTLS "
                                       "(TLS_CERT_FILE, TLS_KEY_FILE) or TRUSTED_PROXIES that forward client "
                                       "certificates");
         if (srv->auth.identity_on && srv->auth.allow.n == 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
                                       "AUTH_ALLOW: callers are identified (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES) "
                                       "but no caller is allowed: list SPIFFE IDs, trust domains or prefixes");
         if (!srv->auth.identity_on && srv->auth.allow.n > 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "AUTH_ALLOW",
                                       "AUTH_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES); "
                                       "without them nobody could be recognised");
         if (!srv->auth.identity_on && srv->auth.metrics_allow.n > 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "METRICS_ALLOW",
                                       "METRICS_ALLOW: needs caller identities (TLS_CLIENT_CA_FILE or TRUSTED_PROXIES)");
         if (srv->auth.proxies.unix_peers && !srv->listen.unix_path[0])
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                       "TRUSTED_PROXIES: \"unix\" needs LISTEN_ADDRESS=unix:/path");
         if (proxies_by_id(&srv->auth.proxies) && !tls_mutual(srv))
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                       "TRUSTED_PROXIES: a proxy named by its SPIFFE ID must present it over mTLS: "
                                       "set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CLIENT_CA_FILE or SPIFFE_TRUST_BUNDLES");
         if (tls_mutual(srv) && proxies_by_address(&srv->auth.proxies) && !proxies_by_id(&srv->auth.proxies))
@@ -84,7 +84,7 @@ int auth_setup(hxs_server *srv, hxs_error *err)
         return 0;
 }
 
-void auth_cleanup(hxs_server *srv)
+void auth_cleanup(server *srv)
 {
         allowlist_free(&srv->auth.allow);
         allowlist_free(&srv->auth.metrics_allow);
@@ -116,7 +116,7 @@ static enum MHD_Result count_xfcc(void *cls, enum MHD_ValueKind kind, const char
  * (its address, and its verified SPIFFE ID peer_id). */
 static bool peer_is_trusted_proxy(call *c, const char *peer_id)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         const proxy_list *pl = &srv->auth.proxies;
 
         if (!proxies_by_address(pl) && !proxies_by_id(pl))
@@ -202,7 +202,7 @@ static int forwarded_caller(call *c, const char *h, size_t len, unsigned n)
 
 int auth_check(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         const char *xfcc = NULL;
         size_t xfcc_len = 0;
         unsigned n_xfcc = 0;
@@ -251,7 +251,7 @@ int auth_check(call *c)
 
 int auth_check_metrics(call *c)
 {
-        const hxs_server *srv = c->srv;
+        const server *srv = c->srv;
 
         if (!srv->auth.metrics_allow.n || allowlist_match(&srv->auth.metrics_allow, c->caller))
                 return 0;

@@ -8,7 +8,7 @@
 #include "server/call.h"
 #include "server/identity.h"
 
-struct hxs_server;
+struct server;
 
 /* Who may call, as auth_setup read it from the settings. */
 typedef struct auth_state {
@@ -18,8 +18,8 @@ typedef struct auth_state {
         proxy_list proxies;             /* TRUSTED_PROXIES */
 } auth_state;
 
-int auth_setup(struct hxs_server *srv, hxs_error *err);        /* AUTH_ALLOW, TRUSTED_PROXIES */
-void auth_cleanup(struct hxs_server *srv);
+int auth_setup(struct server *srv, hxs_error *err);        /* AUTH_ALLOW, TRUSTED_PROXIES */
+void auth_cleanup(struct server *srv);
 /* Who calls, into c->caller, and may they: 0, or -EACCES with a 403 prepared in c. */
 int auth_check(call *c);
 /* After auth_check: may c's caller read /metrics (METRICS_ALLOW)? Same answer. */

@@ -20,7 +20,7 @@
 void call_set_error(call *c, unsigned status, const char *code, const char *message)
 {
         json_t *o = json_pack("{s:{s:s,s:o*}}", "error", "code", code, "message",
-                              hxs_json_string_lossy(message, strlen(message)));
+                              json_string_lossy(message, strlen(message)));
         free(c->reply);
         c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
         c->reply_len = c->reply ? strlen(c->reply) : 0;
@@ -63,7 +63,7 @@ void call_set_engine_error(call *c, const hxs_error *err, const char *fallback)
 
 void call_suspend(call *c, watch_ready_fn hangup)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         const union MHD_ConnectionInfo *ci;
         int r = -EBADF;
 
@@ -85,7 +85,7 @@ void call_suspend(call *c, watch_ready_fn hangup)
 
 void call_resume(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
 
         loop_del(srv->loop, &c->client_watch);
         if (c->suspended) {

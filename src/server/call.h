@@ -15,7 +15,7 @@
 #include "server/identity.h"
 #include "server/loop.h"
 
-struct hxs_server;
+struct server;
 struct caller_state;
 
 typedef enum route {
@@ -45,7 +45,7 @@ typedef enum call_state {
 /* One HTTP request (MHD's per-request context). Execution requests use every field;
  * the others only route and reply. */
 typedef struct call {
-        struct hxs_server *srv;
+        struct server *srv;
         struct MHD_Connection *conn;
         route route;
         call_state state;

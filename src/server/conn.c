@@ -87,7 +87,7 @@ struct addr_node {
 
 typedef struct lingerer {
         struct lingerer *prev, *next;
-        hxs_server *srv;
+        server *srv;
         watch w;
         uint64_t until, idle_until;
 } lingerer;
@@ -108,7 +108,7 @@ struct conn_state {
 static uint64_t next_deadline(void *data);
 static void reap_slow(void *data, uint64_t now);
 
-int conn_setup(hxs_server *srv)
+int conn_setup(server *srv)
 {
         srv->conns = calloc(1, sizeof(*srv->conns));
         if (!srv->conns)
@@ -119,9 +119,9 @@ int conn_setup(hxs_server *srv)
         return 0;
 }
 
-static void linger_end(hxs_server *srv, lingerer *l);
+static void linger_end(server *srv, lingerer *l);
 
-void conn_cleanup(hxs_server *srv)
+void conn_cleanup(server *srv)
 {
         conn_state *cs = srv->conns;
         if (!cs)
@@ -176,7 +176,7 @@ static unsigned addr_hash(int family, const uint8_t addr[16])
 
 /* The node of sa when connections from it are limited (not a trusted proxy), created
  * when create; NULL otherwise. */
-static addr_node *addr_node_of(hxs_server *srv, const struct sockaddr *sa, bool create)
+static addr_node *addr_node_of(server *srv, const struct sockaddr *sa, bool create)
 {
         conn_state *cs = srv->conns;
         int family = 0;
@@ -201,7 +201,7 @@ static addr_node *addr_node_of(hxs_server *srv, const struct sockaddr *sa, bool 
         return n;
 }
 
-static void addr_release(hxs_server *srv, addr_node *n)
+static void addr_release(server *srv, addr_node *n)
 {
         conn_state *cs = srv->conns;
         if (--n->count)
@@ -228,7 +228,7 @@ static void unfresh(conn_state *cs, conn_watch *w)
 }
 
 /* w counts for nothing from now on; MHD closes it once it sees the shutdown. */
-static void cut(hxs_server *srv, conn_watch *w, conn_cut why)
+static void cut(server *srv, conn_watch *w, conn_cut why)
 {
         conn_state *cs = srv->conns;
 
@@ -246,7 +246,7 @@ static void cut(hxs_server *srv, conn_watch *w, conn_cut why)
 }
 
 /* Slots connections without a request line may hold. */
-static uint32_t fresh_max(const hxs_server *srv)
+static uint32_t fresh_max(const server *srv)
 {
         uint32_t max = srv->cfg.max_connections, keep = max / 4 ? max / 4 : 1;
         return max > keep ? max - keep : 1;
@@ -254,7 +254,7 @@ static uint32_t fresh_max(const hxs_server *srv)
 
 enum MHD_Result conn_accept(void *cls, const struct sockaddr *sa, socklen_t len)
 {
-        hxs_server *srv = cls;
+        server *srv = cls;
         conn_state *cs = srv->conns;
 
         if (!cs)
@@ -283,12 +283,12 @@ static conn_watch *watch_of(struct MHD_Connection *conn)
         return ci ? ci->socket_context : NULL;
 }
 
-static void linger_start(hxs_server *srv, int fd);
+static void linger_start(server *srv, int fd);
 
 void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                  enum MHD_ConnectionNotificationCode toe)
 {
-        hxs_server *srv = cls;
+        server *srv = cls;
         conn_state *cs = srv->conns;
         conn_watch *w = *socket_context;
 
@@ -344,7 +344,7 @@ void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 
 void *conn_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-        hxs_server *srv = cls;
+        server *srv = cls;
         conn_watch *w = watch_of(conn);
 
         if (w && srv->conns && !w->request_line) {
@@ -379,7 +379,7 @@ void conn_linger(struct MHD_Connection *conn)
 
 static void linger_ready(watch *w, uint32_t events);
 
-static void linger_start(hxs_server *srv, int fd)
+static void linger_start(server *srv, int fd)
 {
         conn_state *cs = srv->conns;
         uint64_t now = now_ms();
@@ -409,7 +409,7 @@ static void linger_start(hxs_server *srv, int fd)
         cs->n_lingering++;
 }
 
-static void linger_end(hxs_server *srv, lingerer *l)
+static void linger_end(server *srv, lingerer *l)
 {
         conn_state *cs = srv->conns;
         int fd = l->w.fd;
@@ -432,7 +432,7 @@ static void linger_ready(watch *w, uint32_t events)
 {
         static char sink[LINGER_CHUNK];
         lingerer *l = loop_owner(w, lingerer, w);
-        hxs_server *srv = l->srv;
+        server *srv = l->srv;
 
         for (int i = 0; i < LINGER_READS; i++) {
                 ssize_t n = read(l->w.fd, sink, sizeof(sink));
@@ -451,7 +451,7 @@ static void linger_ready(watch *w, uint32_t events)
 
 static uint64_t next_deadline(void *data)
 {
-        const hxs_server *srv = data;
+        const server *srv = data;
         const conn_state *cs = srv->conns;
         uint64_t next = UINT64_MAX;
 
@@ -484,7 +484,7 @@ static const char *const cut_text[CONN_CUT_MAX] = {
 
 static void reap_slow(void *data, uint64_t now)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         conn_state *cs = srv->conns;
         conn_watch *w;
 
@@ -512,7 +512,7 @@ static void reap_slow(void *data, uint64_t now)
         }
 }
 
-void conn_stats(const hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
+void conn_stats(const server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
                 uint32_t *ret_lingering)
 {
         const conn_state *cs = srv->conns;

@@ -7,15 +7,15 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-struct hxs_server;
+struct server;
 typedef struct conn_state conn_state;
 
 /* A connection must deliver each request whole within this. */
 #define REQUEST_READ_TIMEOUT_S 30u
 
 /* Its state, and its deadlines registered with the loop. */
-int conn_setup(struct hxs_server *srv);
-void conn_cleanup(struct hxs_server *srv);
+int conn_setup(struct server *srv);
+void conn_cleanup(struct server *srv);
 /* MHD's accept policy (MHD_start_daemon's apc), connection notifications and URI
  * log callback (which marks the request line as received). */
 enum MHD_Result conn_accept(void *cls, const struct sockaddr *sa, socklen_t len);
@@ -25,5 +25,5 @@ void *conn_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 void conn_request_read(struct MHD_Connection *conn);    /* read whole: no deadline */
 void conn_request_done(struct MHD_Connection *conn);    /* answered: the next one's clock starts */
 void conn_linger(struct MHD_Connection *conn);          /* unread bytes: close lingering */
-void conn_stats(const struct hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
+void conn_stats(const struct server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
                 uint32_t *ret_lingering);

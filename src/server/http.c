@@ -110,7 +110,7 @@ static bool is_json_type(const char *ct)
 
 static enum MHD_Result send_reply(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         struct MHD_Response *resp;
         bool is_metrics = c->route == ROUTE_METRICS && c->status == 200;
         static const char fallback[] =
@@ -155,7 +155,7 @@ static enum MHD_Result send_reply(call *c)
 
 static void reply_health(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         uint64_t now = now_ms();
         const char *status = "ok";
         bool draining = admission_draining(srv);
@@ -182,7 +182,7 @@ static void reply_health(call *c)
                 json_object_set_new(o, "runtimes", runtimes_summary_json(hxs_engine_runtime_info(srv->engine)));
         if (o && srv->health_r < 0 && !draining)
                 json_object_set_new(o, "message",
-                                    hxs_json_string_lossy(srv->health_message,
+                                    json_string_lossy(srv->health_message,
                                                           strlen(srv->health_message)));
         /* Warm templates only make Python start faster: not part of the status. */
         hxs_engine_stats st = { 0 };
@@ -192,7 +192,7 @@ static void reply_health(call *c)
                                  (json_int_t)st.templates_total);
         if (warm && !st.warm_enabled && st.warm_error[0])
                 json_object_set_new(warm, "error",
-                                    hxs_json_string_lossy(st.warm_error, strnlen(st.warm_error,
+                                    json_string_lossy(st.warm_error, strnlen(st.warm_error,
                                                                                  sizeof(st.warm_error))));
         if (o && warm)
                 json_object_set_new(o, "warm", warm);
@@ -207,7 +207,7 @@ static void reply_health(call *c)
                                                        "boot_failures", (json_int_t)st.vm_boot_failures));
         if (o && st.vm_accel && st.vm_last_boot_error[0])
                 json_object_set_new(json_object_get(o, "vm"), "last_boot_error",
-                                    hxs_json_string_lossy(st.vm_last_boot_error,
+                                    json_string_lossy(st.vm_last_boot_error,
                                                           strnlen(st.vm_last_boot_error, sizeof(st.vm_last_boot_error))));
         free(c->reply);
         c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -236,7 +236,7 @@ static void reply_execution(call *c, const char *url)
 
 static void reply_metrics(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         admission_load load;
         uint64_t now = now_ms();
 
@@ -271,7 +271,7 @@ static uint64_t body_max(const call *c)
  * error reply prepared in c. */
 static int check_exec_headers(call *c, uint64_t length)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         hxs_error err = { 0 };
         const char *v;
         char msg[200];
@@ -336,7 +336,7 @@ static void upload_failed(call *c, int r, const hxs_error *err)
         c->state = CALL_REPLY;
 }
 
-static call *call_new(hxs_server *srv, struct MHD_Connection *conn, const char *url)
+static call *call_new(server *srv, struct MHD_Connection *conn, const char *url)
 {
         call *c = calloc(1, sizeof(*c));
         if (!c)
@@ -400,7 +400,7 @@ static int check_framing(call *c, bool *ret_chunked)
 /* First call: headers only. Returns MHD_YES to read the body, or the queued reply. */
 static enum MHD_Result on_headers(call *c, const char *method, const char *url)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         bool is_exec_route = c->route == ROUTE_EXEC || c->route == ROUTE_EXECUTE;
         bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                       strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -468,7 +468,7 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
 /* Body bytes: kept up to MAX_BODY_BYTES, then counted and dropped. */
 static enum MHD_Result on_body(call *c, const char *data, size_t size)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         uint64_t max = body_max(c);
 
         c->body_seen += size;
@@ -483,7 +483,7 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
         if (c->upload) {
                 hxs_error err = { 0 };
                 int r = c->body_seen > max ?
-                        hxs_fail_field(&err, HXS_ERR_INVALID, -E2BIG, "body",
+                        err_fail_field(&err, HXS_ERR_INVALID, -E2BIG, "body",
                                        "body: more than %llu bytes (MAX_BODY_BYTES and MAX_FILES_BYTES)",
                                        (unsigned long long)max) :
                         upload_feed(c->upload, data, size, &err);
@@ -518,7 +518,7 @@ static enum MHD_Result on_body(call *c, const char *data, size_t size)
 /* The body is complete: parse it and hand the execution to admission. */
 static enum MHD_Result on_complete(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         hxs_error err = { 0 };
         char msg[200];
 
@@ -563,7 +563,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
                              const char *method, const char *version, const char *upload_data,
                              size_t *upload_data_size, void **req_cls)
 {
-        hxs_server *srv = cls;
+        server *srv = cls;
         call *c = *req_cls;
 
         if (!c) {
@@ -608,7 +608,7 @@ enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char 
 void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                     enum MHD_RequestTerminationCode toe)
 {
-        hxs_server *srv = cls;
+        server *srv = cls;
         call *c = *req_cls;
 
         conn_request_done(conn);

@@ -416,7 +416,7 @@ int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_e
 
         al.entries = calloc(AUTH_ALLOW_MAX, sizeof(*al.entries));
         if (!al.entries) {
-                hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, setting, "%s: out of memory", setting);
+                err_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, setting, "%s: out of memory", setting);
                 return -ENOMEM;
         }
         const char *a;
@@ -425,7 +425,7 @@ int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_e
                 if (n == 0)
                         continue; /* "a,,b" or a trailing comma */
                 if (al.n == AUTH_ALLOW_MAX) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting, "%s: more than %d entries", setting, AUTH_ALLOW_MAX);
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting, "%s: more than %d entries", setting, AUTH_ALLOW_MAX);
                         goto fail;
                 }
                 size_t item_len = n; /* as written, for messages */
@@ -436,7 +436,7 @@ int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_e
                 }
                 const char *rule = NULL;
                 if (spiffe_id_check(a, n, &rule) < 0) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting,
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting,
                                  "%s: \"%.*s\" is not a SPIFFE ID, trust domain or prefix/* (%s)",
                                  setting, (int)(item_len > 200 ? 200 : item_len), a, rule);
                         goto fail;
@@ -444,7 +444,7 @@ int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_e
                 bool has_path = memchr(a + SCHEME_LEN, '/', n - SCHEME_LEN) != NULL;
                 if (!has_path) {
                         if (kind == ALLOW_PREFIX) {
-                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting,
+                                err_fail_field(err, HXS_ERR_INVALID, -EINVAL, setting,
                                          "%s: \"%.*s\": write a whole trust domain as spiffe://domain, without /*",
                                          setting, (int)(item_len > 200 ? 200 : item_len), a);
                                 goto fail;
@@ -454,7 +454,7 @@ int allowlist_parse(const char *text, const char *setting, allowlist *ret, hxs_e
                 allow_entry *e = &al.entries[al.n];
                 e->text = strndup(a, n);
                 if (!e->text) {
-                        hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, setting, "%s: out of memory", setting);
+                        err_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, setting, "%s: out of memory", setting);
                         goto fail;
                 }
                 e->kind = kind;
@@ -524,25 +524,25 @@ int proxies_parse(const char *text, proxy_list *ret, hxs_error *err)
                 if (n >= SCHEME_LEN && memcmp(a, SCHEME, SCHEME_LEN) == 0) {
                         const char *rule = NULL;
                         if (spiffe_id_check(a, n, &rule) < 0) {
-                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: \"%.*s\" is not a SPIFFE ID (%s)",
+                                err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: \"%.*s\" is not a SPIFFE ID (%s)",
                                          (int)(n > 200 ? 200 : n), a, rule);
                                 goto fail;
                         }
                         if (pl.n_ids == TRUSTED_PROXIES_MAX) {
-                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: more than %d SPIFFE IDs",
+                                err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: more than %d SPIFFE IDs",
                                          TRUSTED_PROXIES_MAX);
                                 goto fail;
                         }
                         pl.ids[pl.n_ids] = strndup(a, n);
                         if (!pl.ids[pl.n_ids]) {
-                                hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, "TRUSTED_PROXIES", "TRUSTED_PROXIES: out of memory");
+                                err_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, "TRUSTED_PROXIES", "TRUSTED_PROXIES: out of memory");
                                 goto fail;
                         }
                         pl.n_ids++;
                         continue;
                 }
                 if (n >= sizeof(item)) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                  "TRUSTED_PROXIES: \"%.40s...\" is not unix, an IP address or a SPIFFE ID", a);
                         goto fail;
                 }
@@ -553,7 +553,7 @@ int proxies_parse(const char *text, proxy_list *ret, hxs_error *err)
                         continue;
                 }
                 if (pl.n == TRUSTED_PROXIES_MAX) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: more than %d addresses", TRUSTED_PROXIES_MAX);
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES", "TRUSTED_PROXIES: more than %d addresses", TRUSTED_PROXIES_MAX);
                         goto fail;
                 }
                 if (inet_pton(AF_INET, item, pl.addrs[pl.n].addr) == 1) {
@@ -561,7 +561,7 @@ int proxies_parse(const char *text, proxy_list *ret, hxs_error *err)
                 } else if (inet_pton(AF_INET6, item, pl.addrs[pl.n].addr) == 1) {
                         pl.addrs[pl.n++].family = AF_INET6;
                 } else {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "TRUSTED_PROXIES",
                                  "TRUSTED_PROXIES: \"%s\" is not unix, a numeric IP address (no names, no networks) "
                                  "or a SPIFFE ID",
                                  item);
@@ -651,7 +651,7 @@ int bundles_parse(const char *text, bundle_list *ret, hxs_error *err)
                 int shown = (int)(n > 200 ? 200 : n);
                 const char *eq = memchr(a, '=', n);
                 if (!eq) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                  "SPIFFE_TRUST_BUNDLES: \"%.*s\" is not trust-domain=/path/to/bundle.pem", shown, a);
                         goto fail;
                 }
@@ -660,37 +660,37 @@ int bundles_parse(const char *text, bundle_list *ret, hxs_error *err)
                 size_t path_len = n - td_len - 1;
                 const char *rule = NULL;
                 if (td_len >= SCHEME_LEN && memcmp(a, SCHEME, SCHEME_LEN) == 0) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                  "SPIFFE_TRUST_BUNDLES: \"%.*s\": write the trust domain without spiffe:// (prod.example=/path)",
                                  shown, a);
                         goto fail;
                 }
                 if (trust_domain_check(a, td_len, &rule) < 0) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: \"%.*s\": %s", shown, a, rule);
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: \"%.*s\": %s", shown, a, rule);
                         goto fail;
                 }
                 if (path_len == 0 || path[0] != '/' || path_len > 255 || memchr(path, '\0', path_len)) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                  "SPIFFE_TRUST_BUNDLES: \"%.*s\": the bundle must be an absolute path of at most 255 bytes",
                                  shown, a);
                         goto fail;
                 }
                 for (size_t i = 0; i < bl.n; i++)
                         if (strlen(bl.e[i].td) == td_len && memcmp(bl.e[i].td, a, td_len) == 0) {
-                                hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
+                                err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES",
                                          "SPIFFE_TRUST_BUNDLES: trust domain %.*s is listed twice; put all its CAs in one file",
                                          (int)td_len, a);
                                 goto fail;
                         }
                 if (bl.n == TRUST_BUNDLES_MAX) {
-                        hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: more than %d trust domains", TRUST_BUNDLES_MAX);
+                        err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: more than %d trust domains", TRUST_BUNDLES_MAX);
                         goto fail;
                 }
                 memcpy(bl.e[bl.n].td, a, td_len);
                 bl.e[bl.n].td[td_len] = '\0';
                 bl.e[bl.n].path = strndup(path, path_len);
                 if (!bl.e[bl.n].path) {
-                        hxs_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: out of memory");
+                        err_fail_field(err, HXS_ERR_INTERNAL, -ENOMEM, "SPIFFE_TRUST_BUNDLES", "SPIFFE_TRUST_BUNDLES: out of memory");
                         goto fail;
                 }
                 bl.n++;
@@ -715,25 +715,25 @@ int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, hxs_error *err)
                 const char *rule = NULL;
                 if (memchr(u, '\0', n) || spiffe_id_check(u, n, &rule) < 0 ||
                     spiffe_trust_domain(u, n, td, sizeof(td)) < 0) {
-                        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "its URI SAN \"%.*s\" is not a valid SPIFFE ID (%s)",
+                        return err_fail(err, HXS_ERR_INVALID, -EINVAL, "its URI SAN \"%.*s\" is not a valid SPIFFE ID (%s)",
                                  (int)(n > 200 ? 200 : n), u, rule ? rule : "NUL byte");
                 }
                 if (named[0] && strcmp(named, td) != 0) {
-                        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "it names two trust domains, %s and %s", named, td);
+                        return err_fail(err, HXS_ERR_INVALID, -EINVAL, "it names two trust domains, %s and %s", named, td);
                 }
                 memcpy(named, td, strlen(td) + 1);
         }
         const char *td;
         if (f->bundle_td) {
                 if (named[0] && strcmp(named, f->bundle_td) != 0) {
-                        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL,
+                        return err_fail(err, HXS_ERR_INVALID, -EINVAL,
                                  "it names trust domain %s, but this is the bundle of %s (SPIFFE_TRUST_BUNDLES)",
                                  named, f->bundle_td);
                 }
                 td = f->bundle_td;
         } else if (named[0]) {
                 if (f->issuer_td && strcmp(f->issuer_td, named) != 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL,
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL,
                                  "it names trust domain %s but was issued by a CA of trust domain %s; "
                                  "list each trust domain's CAs in SPIFFE_TRUST_BUNDLES",
                                  named, f->issuer_td);
@@ -745,13 +745,13 @@ int ca_trust_domain(const ca_facts *f, char *ret, size_t cap, hxs_error *err)
         } else if (f->own_td && f->own_td[0]) {
                 td = f->own_td;
         } else {
-                return hxs_fail(err, HXS_ERR_INVALID, -EINVAL,
+                return err_fail(err, HXS_ERR_INVALID, -EINVAL,
                          "it names no trust domain (no spiffe:// URI SAN) and the service's own trust domain "
                          "is unknown (TLS_CERT_FILE has no SPIFFE ID): set SPIFFE_TRUST_DOMAIN, or list the "
                          "CA under its trust domain in SPIFFE_TRUST_BUNDLES");
         }
         if (strlen(td) >= cap || trust_domain_check(td, strlen(td), NULL) < 0) {
-                return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "trust domain \"%.*s\" is not valid", 200, td);
+                return err_fail(err, HXS_ERR_INVALID, -EINVAL, "trust domain \"%.*s\" is not valid", 200, td);
         }
         memcpy(ret, td, strlen(td) + 1);
         return 0;

@@ -25,7 +25,7 @@
 
 static int fail_addr(hxs_error *err, int r, const char *address, const char *what)
 {
-        return hxs_fail_field(err, r == -EINVAL ? HXS_ERR_INVALID : HXS_ERR_SETUP, r,
+        return err_fail_field(err, r == -EINVAL ? HXS_ERR_INVALID : HXS_ERR_SETUP, r,
                               "LISTEN_ADDRESS", "LISTEN_ADDRESS %s: %s: %s", address, what,
                               strerror(-r));
 }
@@ -155,7 +155,7 @@ static int open_inet(listener *l, const char *address, hxs_error *err)
                 struct addrinfo *res = NULL;
                 int g = getaddrinfo(host, port, &hints, &res);
                 if (g != 0)
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
                                               "LISTEN_ADDRESS %s: cannot resolve \"%s\": %s",
                                               address, host, gai_strerror(g));
                 /* MHD takes one socket: a name ("localhost") binds its first IPv4

@@ -55,7 +55,7 @@ void log_line(const char *event, const char *fmt, ...)
         va_end(ap);
         json_t *o = start_line(event);
         if (o)
-                json_object_set_new(o, "message", hxs_json_string_lossy(msg, strlen(msg)));
+                json_object_set_new(o, "message", json_string_lossy(msg, strlen(msg)));
         emit(o);
 }
 

@@ -38,7 +38,7 @@ struct mp_parser {
 
 static int bad(hxs_error *err, const char *what)
 {
-        return hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "multipart body: %s", what);
+        return err_fail(err, HXS_ERR_INVALID, -EINVAL, "multipart body: %s", what);
 }
 
 int mp_boundary_of(const char *ct, char ret[MP_BOUNDARY_MAX + 1], hxs_error *err)
@@ -297,7 +297,7 @@ int mp_feed(mp_parser *p, const char *data, size_t len, hxs_error *err)
                         cap *= 2;
                 char *w = realloc(p->win, cap);
                 if (!w)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "multipart body: out of memory");
+                        return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "multipart body: out of memory");
                 p->win = w;
                 p->cap = cap;
         }

@@ -16,7 +16,7 @@
  * metadata is text the engine did not write: kept lossless only when it is UTF-8. */
 static json_t *version_or_null(const char *v)
 {
-        return v[0] ? hxs_json_string_lossy(v, strlen(v)) : json_null();
+        return v[0] ? json_string_lossy(v, strlen(v)) : json_null();
 }
 
 static json_t *language_json(const hxs_runtime_info *ri, hxs_language l)
@@ -55,13 +55,13 @@ json_t *runtimes_summary_json(const hxs_runtime_info *ri)
 
 void reply_runtimes(call *c)
 {
-        hxs_server *srv = c->srv;
+        server *srv = c->srv;
         const hxs_runtime_info *ri = hxs_engine_runtime_info(srv->engine);
         json_t *langs = json_array();
         for (hxs_language l = 0; l < HXS_LANG_MAX && langs; l++)
                 json_array_append_new(langs, language_json(ri, l));
         json_t *o = json_pack("{s:s,s:o,s:o*}", "backend", hxs_engine_backend_name(srv->engine), "source",
-                              hxs_json_string_lossy(ri->source, strnlen(ri->source, sizeof(ri->source))),
+                              json_string_lossy(ri->source, strnlen(ri->source, sizeof(ri->source))),
                               "runtimes", langs);
         free(c->reply);
         c->reply = o ? json_dumps(o, JSON_COMPACT) : NULL;

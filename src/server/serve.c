@@ -40,7 +40,7 @@
 __attribute__((format(printf, 2, 0)))
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-        hxs_server *srv = cls;
+        server *srv = cls;
         char msg[512];
         vsnprintf(msg, sizeof(msg), fmt, ap);
         size_t n = strlen(msg);
@@ -55,7 +55,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static void on_signals(watch *w, uint32_t events)
 {
-        hxs_server *srv = loop_owner(w, hxs_server, sig_watch);
+        server *srv = loop_owner(w, server, sig_watch);
         struct signalfd_siginfo si;
 
         while (read(srv->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
@@ -75,7 +75,7 @@ static void on_signals(watch *w, uint32_t events)
         }
 }
 
-static int setup_fds(hxs_server *srv)
+static int setup_fds(server *srv)
 {
         sigset_t mask;
 
@@ -96,7 +96,7 @@ static int setup_fds(hxs_server *srv)
         return r;
 }
 
-static unsigned mhd_connections(hxs_server *srv)
+static unsigned mhd_connections(server *srv)
 {
         const union MHD_DaemonInfo *di =
                 MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
@@ -105,7 +105,7 @@ static unsigned mhd_connections(hxs_server *srv)
 
 static uint64_t mhd_deadline(void *data)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         MHD_UNSIGNED_LONG_LONG mhd_ms;
 
         if (MHD_get_timeout(srv->mhd, &mhd_ms) != MHD_YES)
@@ -122,7 +122,7 @@ static uint64_t mhd_deadline(void *data)
  * set), so when connections went away, run again right now. */
 static void mhd_tick(void *data, uint64_t now)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         unsigned before = mhd_connections(srv);
 
         MHD_run(srv->mhd);
@@ -145,13 +145,13 @@ static void mhd_ready(watch *w, uint32_t events)
 
 static uint64_t pool_deadline(void *data)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         return srv->pool_check_ms;
 }
 
 static void pool_tick(void *data, uint64_t now)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         hxs_engine_stats st;
 
         if (now < srv->pool_check_ms)
@@ -165,7 +165,7 @@ static void pool_tick(void *data, uint64_t now)
         srv->pool_check_ms = st.vm_pool_target || st.vm_boot_failures ? now + POOL_CHECK_MS : UINT64_MAX;
 }
 
-static void pool_watch(hxs_server *srv)
+static void pool_watch(server *srv)
 {
         srv->pool_check_ms = 0;
         srv->pool_hook = (loop_hook){ .next_deadline = pool_deadline, .tick = pool_tick, .data = srv };
@@ -175,7 +175,7 @@ static void pool_watch(hxs_server *srv)
 /* TLS 1.2 and 1.3 only. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
-static int start_mhd(hxs_server *srv)
+static int start_mhd(server *srv)
 {
         unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         struct MHD_OptionItem tls_opts[4] = { { MHD_OPTION_END, 0, NULL } };
@@ -223,7 +223,7 @@ static int start_mhd(hxs_server *srv)
         return 0;
 }
 
-void hxs_server_free(hxs_server *srv)
+void server_free(server *srv)
 {
         if (!srv)
                 return;
@@ -284,20 +284,20 @@ static void settle(hxs_config *cfg)
 /* A setting the service itself checks (TLS, identities) is wrong: exit status 2. */
 static int fail_setting(hxs_error *err, int r)
 {
-        hxs_wrap(err, r, "invalid setting");
+        err_wrap(err, r, "invalid setting");
         err->kind = HXS_ERR_INVALID;
         return r;
 }
 
 /* Everything the service needs, in order; err says what failed. */
-static int open_all(hxs_server *srv, hxs_error *err)
+static int open_all(server *srv, hxs_error *err)
 {
         int r = setup_fds(srv);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "setting up the event loop: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "setting up the event loop: %s", strerror(-r));
         r = hxs_engine_new(&srv->cfg, &srv->engine, err);
         if (r < 0)
-                return hxs_wrap(err, r, "cannot start the engine");
+                return err_wrap(err, r, "cannot start the engine");
         r = listen_open(&srv->listen, srv->cfg.listen_address, err);
         if (r < 0)
                 return r;
@@ -307,7 +307,7 @@ static int open_all(hxs_server *srv, hxs_error *err)
         if (r < 0)
                 return fail_setting(err, r);
         if (!srv->auth.identity_on && !srv->cfg.allow_non_loopback && !listen_is_local(&srv->listen))
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "LISTEN_ADDRESS",
                                       "invalid setting: LISTEN_ADDRESS %s is not loopback, and callers are not "
                                       "identified: anyone who reaches it could run code. Configure mTLS (TLS_CLIENT_CA_FILE) "
                                       "or a trusted proxy (TRUSTED_PROXIES) with AUTH_ALLOW, or set ALLOW_NON_LOOPBACK=on "
@@ -323,19 +323,19 @@ static int open_all(hxs_server *srv, hxs_error *err)
          * the pool's log, MHD. */
         if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
             conn_setup(srv) < 0 || stream_setup(srv) < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         pool_watch(srv);
         r = start_mhd(srv);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen.text);
+                return err_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen.text);
         return 0;
 }
 
-int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err)
+int server_new(const hxs_config *cfg, server **ret, hxs_error *err)
 {
-        hxs_server *srv = calloc(1, sizeof(*srv));
+        server *srv = calloc(1, sizeof(*srv));
         if (!srv)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         srv->sigfd = srv->listen.fd = -1;
         srv->sig_watch.fd = srv->mhd_watch.fd = -1;
         srv->cfg = *cfg;
@@ -343,19 +343,19 @@ int hxs_server_new(const hxs_config *cfg, hxs_server **ret, hxs_error *err)
 
         int r = open_all(srv, err);
         if (r < 0) {
-                hxs_server_free(srv);
+                server_free(srv);
                 return r;
         }
         *ret = srv;
         return 0;
 }
 
-const char *hxs_server_address(const hxs_server *srv)
+const char *server_address(const server *srv)
 {
         return srv->listen.text;
 }
 
-int hxs_server_run(hxs_server *srv)
+int server_run(server *srv)
 {
         char running[64] = "";
         uint32_t share = callers_share(srv->callers);

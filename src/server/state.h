@@ -48,7 +48,7 @@
 #include "server/stream.h"
 #include "server/tls.h"
 
-typedef struct hxs_server {
+typedef struct server {
         hxs_config cfg;
         hxs_engine *engine;
         struct MHD_Daemon *mhd;
@@ -87,4 +87,4 @@ typedef struct hxs_server {
         char health_message[400];
 
         metrics m;
-} hxs_server;
+} server;

@@ -404,14 +404,14 @@ bool stream_wanted(struct MHD_Connection *conn)
 
 /* ---- heartbeats ------------------------------------------------------------------- */
 
-static uint64_t heartbeat_ms(const hxs_server *srv)
+static uint64_t heartbeat_ms(const server *srv)
 {
         return (uint64_t)(srv->cfg.stream_heartbeat_s ? srv->cfg.stream_heartbeat_s : 15) * 1000;
 }
 
 static uint64_t next_heartbeat(void *data)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         uint64_t next = UINT64_MAX;
         stream *s;
 
@@ -423,7 +423,7 @@ static uint64_t next_heartbeat(void *data)
 
 static void beat(void *data, uint64_t now)
 {
-        hxs_server *srv = data;
+        server *srv = data;
         stream *s;
 
         TAILQ_FOREACH(s, &srv->streams->all, link)
@@ -433,7 +433,7 @@ static void beat(void *data, uint64_t now)
                 }
 }
 
-int stream_setup(hxs_server *srv)
+int stream_setup(server *srv)
 {
         srv->streams = calloc(1, sizeof(*srv->streams));
         if (!srv->streams)
@@ -444,7 +444,7 @@ int stream_setup(hxs_server *srv)
         return 0;
 }
 
-void stream_cleanup(hxs_server *srv)
+void stream_cleanup(server *srv)
 {
         free(srv->streams); /* every stream was its call's, freed with it */
         srv->streams = NULL;

@@ -11,7 +11,7 @@
 
 #include "server/call.h"
 
-struct hxs_server;
+struct server;
 
 /* Bytes a client may leave unread before output events are dropped from its stream
  * (never from the result, which keeps its own head and tail). */
@@ -49,8 +49,8 @@ int sse_output_json(sse_utf8 *u, const void *data, size_t len, bool flush, char 
 
 /* ---- streams of the service -------------------------------------------------------- */
 
-int stream_setup(struct hxs_server *srv);      /* the heartbeat hook */
-void stream_cleanup(struct hxs_server *srv);
+int stream_setup(struct server *srv);      /* the heartbeat hook */
+void stream_cleanup(struct server *srv);
 /* Does the request ask for events (its Accept header names text/event-stream)? */
 bool stream_wanted(struct MHD_Connection *conn);
 /* c's execution started: it gets a stream (events are kept until the response is

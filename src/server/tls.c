@@ -87,16 +87,16 @@ static int read_pem(const char *path, gnutls_datum_t *ret, hxs_error *err, const
 
         if (fd < 0 || fstat(fd, &st) < 0) {
                 int r = negative_errno();
-                return hxs_fail_field(err, HXS_ERR_INVALID, r, setting, "%s: %s: %s", setting, path,
+                return err_fail_field(err, HXS_ERR_INVALID, r, setting, "%s: %s: %s", setting, path,
                                       strerror(-r));
         }
         if (!S_ISREG(st.st_mode) || (size_t)st.st_size > PEM_MAX || st.st_size == 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: not a regular file of 1 to %zu bytes", setting, path, PEM_MAX);
+                err_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: not a regular file of 1 to %zu bytes", setting, path, PEM_MAX);
                 return -EINVAL;
         }
         unsigned char *buf = gnutls_malloc((size_t)st.st_size + 1);
         if (!buf) {
-                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
+                err_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 return -ENOMEM;
         }
         size_t got = 0;
@@ -105,7 +105,7 @@ static int read_pem(const char *path, gnutls_datum_t *ret, hxs_error *err, const
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: short read", setting, path);
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: short read", setting, path);
                         gnutls_free(buf);
                         return -EIO;
                 }
@@ -256,7 +256,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         int r;
 
         if (!u) {
-                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
+                err_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 return -ENOMEM;
         }
         r = read_pem(path, &pem, err, setting);
@@ -264,7 +264,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                 goto out;
         r = import_all(&pem, BUNDLE_CAS_MAX, &crts, &n);
         if (r < 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: %s", setting, path,
+                err_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: %s", setting, path,
                          r == GNUTLS_E_NO_CERTIFICATE_FOUND ? "no certificate in it" :
                          r == GNUTLS_E_CERTIFICATE_LIST_UNSORTED ? "more than 512 certificates" :
                                                                    gnutls_strerror(r));
@@ -274,7 +274,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         td = calloc(n, sizeof(*td));
         issuer = calloc(n, sizeof(*issuer));
         if (!td || !issuer) {
-                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
+                err_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 r = -ENOMEM;
                 goto out;
         }
@@ -282,7 +282,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                 unsigned critical = 0;
                 if (gnutls_x509_crt_get_ca_status(crts[i], &critical) <= 0) {
                         cert_name(crts[i], name, sizeof(name));
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: \"%s\" is not a CA certificate (basicConstraints CA:TRUE); "
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: \"%s\" is not a CA certificate (basicConstraints CA:TRUE); "
                                  "a bundle holds its trust domain's CAs", setting, path, name);
                         r = -EINVAL;
                         goto out;
@@ -310,7 +310,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                         }
                         if (cert_uris(crts[i], u) < 0) {
                                 cert_name(crts[i], name, sizeof(name));
-                                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: CA \"%s\": unreadable or too many URI SANs", setting,
+                                err_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: CA \"%s\": unreadable or too many URI SANs", setting,
                                          path, name);
                                 r = -EINVAL;
                                 goto out;
@@ -321,7 +321,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
                                        .own_td = t->own_td[0] ? t->own_td : NULL };
                         if (ca_trust_domain(&f, td[i], sizeof(td[i]), &why) < 0) {
                                 cert_name(crts[i], name, sizeof(name));
-                                hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: CA \"%s\": %s", setting, path, name, why.message);
+                                err_fail(err, HXS_ERR_INVALID, -EINVAL, "%s: %s: CA \"%s\": %s", setting, path, name, why.message);
                                 r = -EINVAL;
                                 goto out;
                         }
@@ -330,7 +330,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         for (unsigned i = 0; i < n; i++) {
                 trust_domain *d = domain_get(t, td[i]);
                 if (!d || gnutls_x509_trust_list_add_cas(d->list, &crts[i], 1, 0) != 1) {
-                        hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: %s: cannot add a CA (out of memory)", setting, path);
+                        err_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: %s: cannot add a CA (out of memory)", setting, path);
                         r = -ENOMEM;
                         goto out;
                 }
@@ -341,7 +341,7 @@ static int load_bundle(tls_state *t, const char *setting, const char *path, cons
         size_t old = t->ca_for_mhd ? strlen(t->ca_for_mhd) : 0;
         char *all = realloc(t->ca_for_mhd, old + pem.size + 2);
         if (!all) {
-                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
+                err_fail(err, HXS_ERR_INVALID, -ENOMEM, "%s: out of memory", setting);
                 r = -ENOMEM;
                 goto out;
         }
@@ -370,11 +370,11 @@ static int own_trust_domain(const hxs_config *cfg, tls_state *t, hxs_error *err)
         t->own_td[0] = '\0';
         if (v[0]) {
                 if (strncmp(v, "spiffe://", 9) == 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN: \"%.200s\": write the trust domain without spiffe://", v);
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN: \"%.200s\": write the trust domain without spiffe://", v);
                         return -EINVAL;
                 }
                 if (trust_domain_check(v, strlen(v), &rule) < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", v, rule);
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", v, rule);
                         return -EINVAL;
                 }
                 snprintf(t->own_td, sizeof(t->own_td), "%s", v);
@@ -414,7 +414,7 @@ static int state_load(const hxs_config *cfg, tls_state **ret, hxs_error *err)
         int r = 0;
 
         if (!t) {
-                hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "TLS: out of memory");
+                err_fail(err, HXS_ERR_INVALID, -ENOMEM, "TLS: out of memory");
                 return -ENOMEM;
         }
         if (cfg->tls_cert_file[0]) {
@@ -431,7 +431,7 @@ static int state_load(const hxs_config *cfg, tls_state **ret, hxs_error *err)
                 if (r >= 0)
                         free_crts(crts, n_crts);
                 if (r < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE: %s: %s", cfg->tls_cert_file,
                                  r == GNUTLS_E_NO_CERTIFICATE_FOUND || r == GNUTLS_E_CERTIFICATE_LIST_UNSORTED ?
                                  "not 1 to 16 PEM certificates" : gnutls_strerror(r));
                         r = -EINVAL;
@@ -444,21 +444,21 @@ static int state_load(const hxs_config *cfg, tls_state **ret, hxs_error *err)
                 if (key)
                         gnutls_privkey_deinit(key);
                 if (r < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_KEY_FILE: %s: %s (an unencrypted PEM key is needed)",
                                  cfg->tls_key_file, gnutls_strerror(r));
                         r = -EINVAL;
                         goto fail;
                 }
                 /* Does the key belong to the certificate? GnuTLS checks when both are set. */
                 if (gnutls_certificate_allocate_credentials(&cred) < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -ENOMEM, "TLS: out of memory");
+                        err_fail(err, HXS_ERR_INVALID, -ENOMEM, "TLS: out of memory");
                         r = -ENOMEM;
                         goto fail;
                 }
                 r = gnutls_certificate_set_x509_key_mem2(cred, &t->cert, &t->key, GNUTLS_X509_FMT_PEM, NULL, 0);
                 gnutls_certificate_free_credentials(cred);
                 if (r < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE, TLS_KEY_FILE: %s and %s: %s", cfg->tls_cert_file,
+                        err_fail(err, HXS_ERR_INVALID, -EINVAL, "TLS_CERT_FILE, TLS_KEY_FILE: %s and %s: %s", cfg->tls_cert_file,
                                  cfg->tls_key_file, gnutls_strerror(r));
                         r = -EINVAL;
                         goto fail;
@@ -547,7 +547,7 @@ static void domains_text(const tls_state *t, char *buf, size_t cap)
                 memcpy(buf + cap - 4, "...", 4);
 }
 
-int tls_open(hxs_server *srv, hxs_error *err)
+int tls_open(server *srv, hxs_error *err)
 {
         char domains[1024];
         const hxs_config *cfg = &srv->cfg;
@@ -558,7 +558,7 @@ int tls_open(hxs_server *srv, hxs_error *err)
                 if (cfg->spiffe_trust_domain[0] &&
                     (strncmp(cfg->spiffe_trust_domain, "spiffe://", 9) == 0 ||
                      trust_domain_check(cfg->spiffe_trust_domain, strlen(cfg->spiffe_trust_domain), &rule) < 0))
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "SPIFFE_TRUST_DOMAIN",
                                               "SPIFFE_TRUST_DOMAIN: \"%.200s\": %s", cfg->spiffe_trust_domain,
                                               rule ? rule : "write the trust domain without spiffe://");
                 return 0;
@@ -575,22 +575,22 @@ int tls_open(hxs_server *srv, hxs_error *err)
         return 0;
 }
 
-bool tls_enabled(const hxs_server *srv)
+bool tls_enabled(const server *srv)
 {
         return srv->tls && srv->tls->cert.data;
 }
 
-bool tls_mutual(const hxs_server *srv)
+bool tls_mutual(const server *srv)
 {
         return tls_enabled(srv) && srv->tls->n_domains > 0;
 }
 
-bool tls_has_bundles(const hxs_server *srv)
+bool tls_has_bundles(const server *srv)
 {
         return srv->tls && srv->tls->n_domains > 0;
 }
 
-bool tls_has_bundle(const hxs_server *srv, const char *td)
+bool tls_has_bundle(const server *srv, const char *td)
 {
         return domain_find(srv->tls, td) != NULL;
 }
@@ -600,12 +600,12 @@ void *tls_cert_callback(void)
         return (void *)cert_callback;
 }
 
-const char *tls_mhd_trust(const hxs_server *srv)
+const char *tls_mhd_trust(const server *srv)
 {
         return tls_enabled(srv) ? srv->tls->ca_for_mhd : NULL;
 }
 
-void tls_reload(hxs_server *srv)
+void tls_reload(server *srv)
 {
         tls_state *t = NULL;
         hxs_error err = { 0 };
@@ -637,7 +637,7 @@ void tls_reload(hxs_server *srv)
         log_line("reload", "SIGHUP: %s; other settings are read once, at start", done);
 }
 
-void tls_close(hxs_server *srv)
+void tls_close(server *srv)
 {
         if (current == srv->tls)
                 current = NULL;
@@ -695,65 +695,65 @@ static int verify_svid(const tls_state *t, gnutls_x509_crt_t *crts, unsigned n, 
 
         ret[0] = '\0';
         if (gnutls_x509_crt_get_ca_status(crts[0], &critical) > 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is a CA certificate");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is a CA certificate");
                 return -EACCES;
         }
         int ca = leaf_client_auth(crts[0]);
         if (ca < 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has no extended key usage: an X509-SVID used "
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has no extended key usage: an X509-SVID used "
                          "by a client must name id-kp-clientAuth");
                 return -EACCES;
         }
         if (ca == 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is not for TLS client authentication");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is not for TLS client authentication");
                 return -EACCES;
         }
         if (gnutls_x509_crt_get_key_usage(crts[0], &usage, &critical) >= 0 &&
             (usage & (GNUTLS_KEY_KEY_CERT_SIGN | GNUTLS_KEY_CRL_SIGN))) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate may sign certificates (key usage keyCertSign "
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate may sign certificates (key usage keyCertSign "
                          "or cRLSign): not an X509-SVID leaf");
                 return -EACCES;
         }
         u = malloc(sizeof(*u));
         if (!u) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "out of memory");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "out of memory");
                 return -ENOMEM;
         }
         if (cert_uris(crts[0], u) < 0 && u->n <= 1) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has an unreadable or over-long subject alternative name");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has an unreadable or over-long subject alternative name");
                 goto out;
         }
         if (u->n > 1) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has more than one URI SAN (one SPIFFE ID is required)");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has more than one URI SAN (one SPIFFE ID is required)");
                 goto out;
         }
         if (u->n == 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has no URI SAN (no SPIFFE ID)");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate has no URI SAN (no SPIFFE ID)");
                 goto out;
         }
         if (memchr(u->v[0], '\0', u->len[0]) || spiffe_id_check(u->v[0], u->len[0], NULL) < 0 ||
             spiffe_trust_domain(u->v[0], u->len[0], td, sizeof(td)) < 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's URI SAN is not a valid SPIFFE ID");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's URI SAN is not a valid SPIFFE ID");
                 goto out;
         }
         if (u->len[0] >= cap) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's SPIFFE ID is too long");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's SPIFFE ID is too long");
                 goto out;
         }
         const trust_domain *d = domain_find(t, td);
         if (!d) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's trust domain %s has no trust bundle here "
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate's trust domain %s has no trust bundle here "
                          "(SPIFFE_TRUST_BUNDLES, TLS_CLIENT_CA_FILE)", td);
                 goto out;
         }
         gnutls_typed_vdata_st vdata = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
                                         .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT };
         if (gnutls_x509_trust_list_verify_crt2(d->list, crts, n, &vdata, 1, 0, &status, NULL) < 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate does not verify");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate does not verify");
                 goto out;
         }
         if (status != 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "%s%s%s", status_reason(status),
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "%s%s%s", status_reason(status),
                          status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA) ?
                          " of its trust domain " : "",
                          status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA) ? td : "");
@@ -766,7 +766,7 @@ out:
         return r;
 }
 
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err)
+int tls_peer_id(server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err)
 {
         const union MHD_ConnectionInfo *ci;
         gnutls_session_t session;
@@ -777,32 +777,32 @@ int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t 
 
         ret[0] = '\0';
         if (!tls_mutual(srv)) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "mTLS is not configured");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "mTLS is not configured");
                 return -EACCES;
         }
         ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         if (!ci || !ci->tls_session) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "no TLS session");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "no TLS session");
                 return -EACCES;
         }
         session = ci->tls_session;
         if (gnutls_certificate_type_get(session) != GNUTLS_CRT_X509) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is not X.509");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate is not X.509");
                 return -EACCES;
         }
         peers = gnutls_certificate_get_peers(session, &n);
         if (!peers || n == 0) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "no client certificate");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "no client certificate");
                 return -EACCES;
         }
         if (n > CHAIN_MAX) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate chain is too long");
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate chain is too long");
                 return -EACCES;
         }
         for (unsigned i = 0; i < n; i++) {
                 if (gnutls_x509_crt_init(&crts[i]) < 0 ||
                     gnutls_x509_crt_import(crts[i], &peers[i], GNUTLS_X509_FMT_DER) < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate does not parse");
+                        err_fail(err, HXS_ERR_INVALID, -EACCES, "the client certificate does not parse");
                         goto out;
                 }
         }
@@ -814,7 +814,7 @@ out:
         return r;
 }
 
-int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, hxs_error *err)
+int tls_verify_forwarded(server *srv, const xfcc_client *x, char *ret, size_t cap, hxs_error *err)
 {
         gnutls_x509_crt_t *chain = NULL, *leaf = NULL;
         unsigned n_chain = 0, n_leaf = 0;
@@ -822,25 +822,25 @@ int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_
 
         ret[0] = '\0';
         if (!tls_has_bundles(srv)) {
-                hxs_fail(err, HXS_ERR_INVALID, -EACCES, "no trust bundles are configured to verify it (SPIFFE_TRUST_BUNDLES, "
+                err_fail(err, HXS_ERR_INVALID, -EACCES, "no trust bundles are configured to verify it (SPIFFE_TRUST_BUNDLES, "
                          "TLS_CLIENT_CA_FILE)");
                 return -EACCES;
         }
         if (x->chain) {
                 gnutls_datum_t d = { (unsigned char *)x->chain, (unsigned)x->chain_len };
                 if (import_all(&d, CHAIN_MAX, &chain, &n_chain) < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "Chain is not 1 to %d PEM certificates", CHAIN_MAX);
+                        err_fail(err, HXS_ERR_INVALID, -EACCES, "Chain is not 1 to %d PEM certificates", CHAIN_MAX);
                         goto out;
                 }
         }
         if (x->cert) {
                 gnutls_datum_t d = { (unsigned char *)x->cert, (unsigned)x->cert_len };
                 if (import_all(&d, 1, &leaf, &n_leaf) < 0) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "Cert is not one PEM certificate");
+                        err_fail(err, HXS_ERR_INVALID, -EACCES, "Cert is not one PEM certificate");
                         goto out;
                 }
                 if (chain && !gnutls_x509_crt_equals(chain[0], leaf[0])) {
-                        hxs_fail(err, HXS_ERR_INVALID, -EACCES, "Cert is not the first certificate of Chain");
+                        err_fail(err, HXS_ERR_INVALID, -EACCES, "Cert is not the first certificate of Chain");
                         goto out;
                 }
         }

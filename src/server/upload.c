@@ -77,7 +77,7 @@ static int too_large(hxs_error *err, size_t i, const char *path, const char *wha
 {
         char field[48];
         snprintf(field, sizeof(field), "files[%zu].path", i);
-        hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, field, "%s: %s is over %s (%llu bytes)", field,
+        err_fail_field(err, HXS_ERR_INVALID, -E2BIG, field, "%s: %s is over %s (%llu bytes)", field,
                        path, what, (unsigned long long)max);
         return -E2BIG;
 }
@@ -88,34 +88,34 @@ static int part_begin(void *ud, const mp_part *part, hxs_error *err)
 
         if (strcmp(part->name, "request") == 0) {
                 if (u->have_request)
-                        return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
+                        return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
                                               "multipart body: more than one part named \"request\"");
                 u->have_request = true;
                 u->in = PART_REQUEST;
                 return 0;
         }
         if (strcmp(part->name, "files") != 0)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
                                       "multipart body: a part is named neither \"request\" (the JSON request) nor \"files\" (a file, its filename the path)");
         size_t i = u->n_files;
         char field[48];
         snprintf(field, sizeof(field), "files[%zu].path", i);
         if (!part->has_filename || !part->filename[0])
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, field,
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, field,
                                       "%s: a \"files\" part needs a filename, the file's path in the sandbox", field);
         if (u->n_files >= u->cfg->max_files)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
                                       "files: more than the maximum %u (MAX_FILES)", u->cfg->max_files);
         staged *f = realloc(u->files, (u->n_files + 1) * sizeof(*f));
         if (!f)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while receiving files");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while receiving files");
         u->files = f;
         f = &u->files[u->n_files];
         *f = (staged){ .fd = -1 };
         snprintf(f->path, sizeof(f->path), "%s", part->filename);
         f->fd = open(u->cfg->state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
         if (f->fd < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -errno, "staging an uploaded file under STATE_DIR: %s",
+                return err_fail(err, HXS_ERR_INTERNAL, -errno, "staging an uploaded file under STATE_DIR: %s",
                                 strerror(errno));
         u->n_files++;
         u->in = PART_FILE;
@@ -125,7 +125,7 @@ static int part_begin(void *ud, const mp_part *part, hxs_error *err)
 static int request_data(upload *u, const char *data, size_t len, hxs_error *err)
 {
         if (u->json_len + len > u->cfg->max_body_bytes) {
-                hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "body",
+                err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "body",
                                "body: the \"request\" part is over MAX_BODY_BYTES (%u bytes)", u->cfg->max_body_bytes);
                 return -E2BIG;
         }
@@ -135,7 +135,7 @@ static int request_data(upload *u, const char *data, size_t len, hxs_error *err)
                         cap *= 2;
                 char *p = realloc(u->json, cap);
                 if (!p)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while receiving the request");
+                        return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory while receiving the request");
                 u->json = p;
                 u->json_cap = cap;
         }
@@ -155,7 +155,7 @@ static int file_data(upload *u, const char *data, size_t len, hxs_error *err)
                 return too_large(err, i, f->path, "MAX_FILES_BYTES, with the files before it",
                                  u->cfg->max_files_bytes);
         if (*u->staged + len > u->cfg->upload_staging_bytes)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EBUSY, "files",
+                return err_fail_field(err, HXS_ERR_INVALID, -EBUSY, "files",
                                       "files: the service holds %llu bytes of uploads staged, and %s would take it over UPLOAD_STAGING_BYTES (%u bytes); retry later",
                                       (unsigned long long)*u->staged, f->path, u->cfg->upload_staging_bytes);
         *u->staged += len;      /* before writing: a failed write still staged some */
@@ -165,7 +165,7 @@ static int file_data(upload *u, const char *data, size_t len, hxs_error *err)
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
-                        return hxs_fail(err, HXS_ERR_INTERNAL, n < 0 ? -errno : -EIO,
+                        return err_fail(err, HXS_ERR_INTERNAL, n < 0 ? -errno : -EIO,
                                         "staging an uploaded file under STATE_DIR: %s",
                                         n < 0 ? strerror(errno) : "short write");
                 data += n;
@@ -200,13 +200,13 @@ int upload_new(const hxs_config *cfg, uint64_t *staged_total, const char *conten
                 return r;
         upload *u = calloc(1, sizeof(*u));
         if (!u)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         u->cfg = cfg;
         u->staged = staged_total;
         r = mp_new(boundary, &cb, u, &u->mp);
         if (r < 0) {
                 free(u);
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         }
         *ret = u;
         return 0;
@@ -262,7 +262,7 @@ int upload_finish(upload *u, hxs_request **ret, hxs_error *err)
                 return r;
 
         if (!u->have_request)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
+                return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "body",
                                       "multipart body: no part named \"request\" (the JSON request, with at least \"code\")");
         r = hxs_request_from_json(u->json ? u->json : "", u->json_len, u->cfg, &req, err);
         free(u->json); /* the upload lives as long as the request: keep only its files */
@@ -274,7 +274,7 @@ int upload_finish(upload *u, hxs_request **ret, hxs_error *err)
                 r = hxs_request_add_file_fd(req, u->files[i].path, u->files[i].fd, u->files[i].size);
                 if (r < 0) {
                         hxs_request_free(req);
-                        return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory while adding files");
+                        return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory while adding files");
                 }
         }
         /* the files' own rules (paths, collisions with the JSON part's files, limits) */

@@ -311,22 +311,22 @@ static int fail_dead(vm_instance *v, hxs_error *err, int r, const char *what)
         vm_stderr_text(v, said, sizeof(said));
         for (size_t n = strlen(said); n > 0 && said[n - 1] == ' '; n--)
                 said[n - 1] = '\0';
-        return hxs_fail(err, HXS_ERR_SETUP, r, "firecracker: %s%s%s", what, said[0] ? ": " : "", said);
+        return err_fail(err, HXS_ERR_SETUP, r, "firecracker: %s%s%s", what, said[0] ? ": " : "", said);
 }
 
 static int api_put(int fd, const char *path, char *body, const struct timespec *deadline, hxs_error *err)
 {
         if (!body)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         int status = 0;
         char fault[200];
         int r = fc_api_call(fd, "PUT", path, body, deadline, &status, fault, sizeof(fault));
         free(body);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "firecracker: PUT %s: %s", path,
+                return err_fail(err, HXS_ERR_SETUP, r, "firecracker: PUT %s: %s", path,
                                 r == -EBADMSG ? "the answer is not HTTP we accept" : strerror(-r));
         if (status != 204)
-                return hxs_fail(err, HXS_ERR_SETUP, -EPROTO, "firecracker: PUT %s answered %d: %s", path, status,
+                return err_fail(err, HXS_ERR_SETUP, -EPROTO, "firecracker: PUT %s answered %d: %s", path, status,
                                 fault[0] ? fault : "(no fault message)");
         return 0;
 }
@@ -342,7 +342,7 @@ static int configure(vm_instance *v, int rootfd, uint32_t ram_mb, hxs_error *err
                 if (api >= 0)
                         break;
                 if (api != -ENOENT && api != -ECONNREFUSED && api != -EAGAIN)
-                        return hxs_fail(err, HXS_ERR_SETUP, api, "firecracker: connecting to its API socket (%s): %s",
+                        return err_fail(err, HXS_ERR_SETUP, api, "firecracker: connecting to its API socket (%s): %s",
                                         FC_API_SOCK, strerror(-api));
                 if (exited(v->pidfd, 0))
                         return fail_dead(v, err, -EPIPE, "it exited before opening its API socket");
@@ -378,11 +378,11 @@ static int connect_agent(vm_instance *v, int rootfd, hxs_error *err)
                         close(fd);
                 }
                 if (r == -EPROTO)
-                        return hxs_fail(err, HXS_ERR_SETUP, r,
+                        return err_fail(err, HXS_ERR_SETUP, r,
                                         "firecracker: its vsock answered CONNECT with something other than OK");
                 if (r != -ENOENT && r != -ECONNREFUSED && r != -ECONNRESET && r != -EAGAIN && r != -ETIMEDOUT &&
                     r != -EPIPE)
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "firecracker: connecting to the guest's vsock (%s): %s",
+                        return err_fail(err, HXS_ERR_SETUP, r, "firecracker: connecting to the guest's vsock (%s): %s",
                                         FC_VSOCK_UDS, strerror(-r));
                 if (exited(v->pidfd, 0))
                         return fail_dead(v, err, -EPIPE, "it exited before the guest agent listened");
@@ -404,16 +404,16 @@ static int wait_jail(vm_instance *v, int report_fd, hxs_error *err)
                 struct pollfd pfd = { .fd = report_fd, .events = POLLIN };
                 int left = fc_ms_left(&deadline);
                 if (left == 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, -ETIMEDOUT, "firecracker: its jail was not ready in 2 s");
+                        return err_fail(err, HXS_ERR_SETUP, -ETIMEDOUT, "firecracker: its jail was not ready in 2 s");
                 if (poll(&pfd, 1, left) < 0 && errno != EINTR)
-                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "firecracker: poll: %s", strerror(errno));
+                        return err_fail(err, HXS_ERR_SETUP, -errno, "firecracker: poll: %s", strerror(errno));
                 ssize_t n = read(report_fd, (char *)&rep + got, sizeof(rep) - got);
                 if (n == 0)
                         break;
                 if (n < 0) {
                         if (errno == EINTR || errno == EAGAIN)
                                 continue;
-                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s", strerror(errno));
+                        return err_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s", strerror(errno));
                 }
                 got += (size_t)n;
         }
@@ -421,7 +421,7 @@ static int wait_jail(vm_instance *v, int report_fd, hxs_error *err)
                 return 0; /* exec'd */
         if (got < sizeof(rep) || rep.step < 0 || rep.step >= STEP_MAX)
                 return fail_dead(v, err, -EIO, "its jail failed");
-        return hxs_fail(err, HXS_ERR_SETUP, rep.err > 0 ? -rep.err : -EIO, "firecracker: setting up its jail: %s: %s",
+        return err_fail(err, HXS_ERR_SETUP, rep.err > 0 ? -rep.err : -EIO, "firecracker: setting up its jail: %s: %s",
                         step_text(rep.step), strerror(rep.err));
 }
 
@@ -450,11 +450,11 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
         for (int i = 0; i < 3; i++) {
                 struct stat st;
                 if (stat(images[i], &st) < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s: %s", images[i], strerror(errno));
+                        return err_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s: %s", images[i], strerror(errno));
                 if (!S_ISREG(st.st_mode))
-                        return hxs_fail(err, HXS_ERR_SETUP, -EINVAL, "firecracker: %s is not a regular file", images[i]);
+                        return err_fail(err, HXS_ERR_SETUP, -EINVAL, "firecracker: %s is not a regular file", images[i]);
                 if (!image_readable(&st, h->vmm_uid))
-                        return hxs_fail(err, HXS_ERR_SETUP, -EACCES,
+                        return err_fail(err, HXS_ERR_SETUP, -EACCES,
                                         "firecracker: %s (mode %04o) is not readable by uid %u, which Firecracker "
                                         "runs as", images[i], (unsigned)(st.st_mode & 07777), h->vmm_uid);
         }
@@ -465,7 +465,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
         sweep_jails(h->state_dir);
         int r = vm_cgroup_create(h, &lim, &v->cg, name, sizeof(name), err);
         if (r < 0)
-                return hxs_wrap(err, r, "firecracker");
+                return err_wrap(err, r, "firecracker");
         v->have_cg = true;
 
         char fcdir[300];
@@ -474,7 +474,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
         if (n < 0 || (size_t)n >= sizeof(v->jail)) {
                 v->jail[0] = '\0';
                 vm_cgroup_destroy(v);
-                return hxs_fail_field(err, HXS_ERR_SETUP, -ENAMETOOLONG, "STATE_DIR", "STATE_DIR: path too long");
+                return err_fail_field(err, HXS_ERR_SETUP, -ENAMETOOLONG, "STATE_DIR", "STATE_DIR: path too long");
         }
         /* from here on undo() removes the cgroup and the jail */
         int ep[2] = { -1, -1 }, rp[2] = { -1, -1 }, devnull = -1, bin = -1, rootfd = -1;
@@ -484,7 +484,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
         if ((mkdir(h->state_dir, 0711) < 0 && errno != EEXIST) || (mkdir(fcdir, 0700) < 0 && errno != EEXIST) ||
             mkdir(v->jail, 0700) < 0) {
                 int e = errno;
-                r = hxs_fail(err, HXS_ERR_SETUP, -e, "firecracker: creating its jail %s: %s", v->jail, strerror(e));
+                r = err_fail(err, HXS_ERR_SETUP, -e, "firecracker: creating its jail %s: %s", v->jail, strerror(e));
                 if (e == EEXIST)
                         v->jail[0] = '\0'; /* not ours to remove */
                 goto fail;
@@ -493,11 +493,11 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                 goto fail;
         if (pipe2(ep, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(rp, O_CLOEXEC) < 0 ||
             (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s", strerror(errno));
+                r = err_fail(err, HXS_ERR_SETUP, -errno, "firecracker: %s", strerror(errno));
                 goto fail;
         }
         if ((bin = open(h->hypervisor, O_PATH | O_CLOEXEC)) < 0) {
-                r = hxs_fail_field(err, HXS_ERR_SETUP, -errno, "FIRECRACKER_BIN", "FIRECRACKER_BIN: %s: %s",
+                r = err_fail_field(err, HXS_ERR_SETUP, -errno, "FIRECRACKER_BIN", "FIRECRACKER_BIN: %s: %s",
                                    h->hypervisor, strerror(errno));
                 goto fail;
         }
@@ -517,7 +517,7 @@ int vm_firecracker_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_
                  h->vmm_uid, h->vmm_uid);
         pid_t pid = spawn_jailed(&plan, join.v2_dirfd, &v->pidfd);
         if (pid < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, pid, "firecracker: clone3: %s", strerror(-pid));
+                r = err_fail(err, HXS_ERR_SETUP, pid, "firecracker: clone3: %s", strerror(-pid));
                 goto fail;
         }
         v->pid = pid;

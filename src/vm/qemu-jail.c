@@ -45,7 +45,7 @@
 static int add_path(vm_host *h, char type, const char *path, hxs_error *err)
 {
         if (path[0] != '/' || strncmp(path, "/dev/", 5) == 0 || strncmp(path, "/proc/", 6) == 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -EINVAL, "QEMU_BIN",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -EINVAL, "QEMU_BIN",
                                       "QEMU_BIN: QEMU needs %s, which its jail cannot hold (an absolute path "
                                       "outside /dev and /proc)", path);
         for (size_t o = 0; o < h->jail_len; o += strlen(h->jail + o) + 1)
@@ -53,7 +53,7 @@ static int add_path(vm_host *h, char type, const char *path, hxs_error *err)
                         return 0;
         size_t n = strlen(path) + 2;
         if (h->jail_len + n + 1 > sizeof(h->jail))
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -E2BIG, "QEMU_BIN",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -E2BIG, "QEMU_BIN",
                                       "QEMU_BIN: QEMU needs more files than its jail takes (%zu bytes of paths)",
                                       sizeof(h->jail));
         h->jail[h->jail_len] = type;
@@ -94,13 +94,13 @@ static int ld_list(const char *interp, const char *file, uint32_t uid, char *out
 {
         int pp[2];
         if (pipe2(pp, O_CLOEXEC) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "pipe: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "pipe: %s", strerror(errno));
         pid_t pid = fork();
         if (pid < 0) {
                 int e = errno;
                 close(pp[0]);
                 close(pp[1]);
-                return hxs_fail(err, HXS_ERR_SETUP, -e, "fork: %s", strerror(e));
+                return err_fail(err, HXS_ERR_SETUP, -e, "fork: %s", strerror(e));
         }
         if (pid == 0) {
                 char *const argv[] = { (char *)interp, "--list", (char *)file, NULL };
@@ -149,7 +149,7 @@ static int ld_list(const char *interp, const char *file, uint32_t uid, char *out
         if (r == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
                 r = -ENOEXEC;
         if (r < 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, r, "QEMU_BIN",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, r, "QEMU_BIN",
                                       "QEMU_BIN: listing the libraries of %s with `%s --list` as uid %u failed (%s)",
                                       file, interp, uid,
                                       r == -ETIMEDOUT ? "no answer in 10 s"
@@ -171,7 +171,7 @@ static int add_listed(vm_host *h, const char *file, char *text, hxs_error *err)
                 if (strncmp(path, "not found", 9) == 0) {
                         if (arrow)
                                 *arrow = '\0';
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOENT, "QEMU_BIN",
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOENT, "QEMU_BIN",
                                               "QEMU_BIN: %s needs %s, which the loader does not find", file, line);
                 }
                 if (path[0] != '/')
@@ -193,7 +193,7 @@ static int add_with_libraries(vm_host *h, const char *interp, const char *file, 
                 return r;
         _cleanup_free_ char *out = malloc(LD_LIST_OUTPUT_MAX);
         if (!out)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         r = ld_list(interp, file, h->vmm_uid, out, LD_LIST_OUTPUT_MAX, err);
         if (r < 0)
                 return r;
@@ -286,12 +286,12 @@ int vm_qemu_jail_files(vm_host *h, hxs_error *err)
         h->jail_len = 0;
         h->jail[0] = '\0';
         if (!realpath(h->hypervisor, h->exec_path))
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "QEMU_BIN", "QEMU_BIN: %s: %s", h->hypervisor,
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -errno, "QEMU_BIN", "QEMU_BIN: %s: %s", h->hypervisor,
                                       strerror(errno));
         char interp[PATH_MAX] = "";
         int r = elf_interp(h->exec_path, interp, sizeof(interp));
         if (r < 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, r, "QEMU_BIN",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, r, "QEMU_BIN",
                                       "QEMU_BIN: %s is not an x86-64 ELF executable (%s): QEMU runs in a jail "
                                       "that holds only its own files", h->exec_path, strerror(-r));
         if (r == 0)

@@ -237,14 +237,14 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         const char *paths[3] = { h->kernel, h->initrd, h->rootfs };
         for (int i = 0; i < 3; i++)
                 if ((files[i] = open_ro(paths[i])) < 0) {
-                        r = hxs_fail(err, HXS_ERR_SETUP, files[i], "starting the microVM: %s: %s",
+                        r = err_fail(err, HXS_ERR_SETUP, files[i], "starting the microVM: %s: %s",
                                      paths[i], strerror(-files[i]));
                         goto out;
                 }
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ||
             pipe2(ep, O_CLOEXEC | O_NONBLOCK) < 0 ||
             (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, -errno, "starting the microVM: %s", strerror(errno));
+                r = err_fail(err, HXS_ERR_SETUP, -errno, "starting the microVM: %s", strerror(errno));
                 goto out;
         }
 
@@ -296,7 +296,7 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         };
         pid_t pid = spawn(&plan, join.v2_dirfd, &v->pidfd);
         if (pid < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, pid, "starting %s: %s", h->hypervisor, strerror(-pid));
+                r = err_fail(err, HXS_ERR_SETUP, pid, "starting %s: %s", h->hypervisor, strerror(-pid));
                 goto out;
         }
         v->pid = pid;
@@ -304,7 +304,7 @@ int vm_qemu_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *
         v->err_fd = ep[0];
         sp[0] = ep[0] = -1;
         if ((r = fd_set_nonblock(v->chan)) < 0) {
-                r = hxs_fail(err, HXS_ERR_SETUP, r, "starting the microVM: %s", strerror(-r));
+                r = err_fail(err, HXS_ERR_SETUP, r, "starting the microVM: %s", strerror(-r));
                 goto out;
         }
         r = 0;

@@ -106,16 +106,16 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
 {
         const hxs_request *req = x->req;
         char **env = NULL;
-        int r = hxs_exec_env(req, NULL, &env);
+        int r = exec_env(req, NULL, &env);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
         size_t n_env = 0;
         while (env[n_env])
                 n_env++;
         uint8_t *run = malloc(HXP_PAYLOAD_MAX);
         if (!run) {
-                hxs_strv_free(env);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                strv_free(env);
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         hxp_builder b;
         hxp_builder_init(&b, run, HXP_PAYLOAD_MAX);
@@ -131,10 +131,10 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         hxp_put_u32(&b, HXP_RUN_STDIN_LEN, (uint32_t)req->stdin_len);
         for (size_t i = 0; i < n_env; i++)
                 hxp_put_bytes(&b, HXP_RUN_ENV, env[i], strlen(env[i]));
-        hxs_strv_free(env);
+        strv_free(env);
         if (b.overflow || n_env > HXP_ENV_MAX) {
                 free(run);
-                return hxs_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
+                return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
                                       "env_vars: more than the microVM backend takes (%u variables, "
                                       "%u bytes in all)", HXP_ENV_MAX, HXP_PAYLOAD_MAX - 1024);
         }
@@ -144,7 +144,7 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         vx->out = malloc(total);
         if (!vx->out) {
                 free(run);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         vx->out_len = 0;
         r = append_frame(vx->out, &vx->out_len, HXP_RUN, run, b.len);
@@ -159,7 +159,7 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         if (r == 0)
                 r = append_frame(vx->out, &vx->out_len, HXP_START, NULL, 0);
         if (r < 0)
-                return hxs_fail(err, HXS_ERR_INTERNAL, r, "building the microVM request");
+                return err_fail(err, HXS_ERR_INTERNAL, r, "building the microVM request");
         return 0;
 }
 
@@ -170,7 +170,7 @@ static void set_failure(hxs_exec *x, const char *what, const char *detail)
         if (x->setup_failed)
                 return;
         x->setup_failed = true;
-        hxs_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "%s%s", what, detail);
+        err_fail(&x->setup_error, HXS_ERR_SETUP, -EIO, "%s%s", what, detail);
 }
 
 static void finish(hxs_exec *x)
@@ -235,7 +235,7 @@ static int vm_start(void *state, hxs_exec *x, hxs_error *err)
         if (b->pool && vm_pool_take(b->pool, ram, &vx->vm) == 0) {
                 vx->pooled = true;
                 if ((r = watch_vm(x)) < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+                        return err_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         } else {
                 /* booted by a thread: the loop goes on meanwhile, the boot counts
                  * against the execution's time (the allowance below) */
@@ -243,16 +243,16 @@ static int vm_start(void *state, hxs_exec *x, hxs_error *err)
                 if (r < 0)
                         return r;
                 if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->job_fd, EPOLLIN, TAG_SPAWNED)) < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+                        return err_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         }
         uint64_t limit = (uint64_t)hxs_request_timeout_s(x->req) * 1000 + REPORT_GRACE_MS;
         if (!vx->pooled)
                 limit += b->host.kvm ? BOOT_ALLOWANCE_KVM_MS : BOOT_ALLOWANCE_TCG_MS;
         vx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         if (vx->timer_fd < 0 || timerfd_arm_ms(vx->timer_fd, limit) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, -errno, "timerfd: %s", strerror(errno));
+                return err_fail(err, HXS_ERR_SETUP, -errno, "timerfd: %s", strerror(errno));
         if ((r = epoll_set(x->epfd, EPOLL_CTL_ADD, vx->timer_fd, EPOLLIN, TAG_TIMER)) < 0)
-                return hxs_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         return 0;
 }
 
@@ -420,7 +420,7 @@ static int vm_init(const backend_env *env, void **ret_state, hxs_error *err)
 {
         struct vm_backend *b = calloc(1, sizeof(*b));
         if (!b)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         *ret_state = b;
         const hxs_config *cfg = b->cfg = env->cfg;
         int r = vm_host_init(&b->host, cfg, env->kind, err);
@@ -450,7 +450,7 @@ static int vm_check(void *state, hxs_error *err)
         const char *files[] = { h->hypervisor, h->kernel, h->initrd, h->rootfs };
         for (size_t i = 0; i < ARRAY_SIZE(files); i++)
                 if (access(files[i], R_OK) < 0)
-                        return hxs_fail(err, HXS_ERR_UNSUPPORTED, -errno, "%s: %s", files[i], strerror(errno));
+                        return err_fail(err, HXS_ERR_UNSUPPORTED, -errno, "%s: %s", files[i], strerror(errno));
         return 0;
 }
 

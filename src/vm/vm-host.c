@@ -174,10 +174,10 @@ static int need_file(const char *dir, const char *name, char *out, size_t size, 
 {
         int n = snprintf(out, size, "%s/%s", dir, name);
         if (n < 0 || (size_t)n >= size)
-                return hxs_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, "SANDBOX_VM_IMAGE_DIR",
+                return err_fail_field(err, HXS_ERR_INVALID, -ENAMETOOLONG, "SANDBOX_VM_IMAGE_DIR",
                                       "SANDBOX_VM_IMAGE_DIR: path too long");
         if (access(out, R_OK) < 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOENT, "SANDBOX_VM_IMAGE_DIR",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOENT, "SANDBOX_VM_IMAGE_DIR",
                                       "SANDBOX_VM_IMAGE_DIR: %s: %s (build the guest image with "
                                       "`hexr-sandbox image build`)", out, strerror(errno));
         return 0;
@@ -197,7 +197,7 @@ int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_e
         snprintf(h->hypervisor, sizeof(h->hypervisor), "%s", bin);
         snprintf(h->state_dir, sizeof(h->state_dir), "%s", cfg->state_dir);
         if (access(bin, X_OK) < 0)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOENT, bin_env, "%s: %s: %s",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -ENOENT, bin_env, "%s: %s: %s",
                                       bin_env, bin, strerror(errno));
         int r = need_file(cfg->vm_image_dir, "vmlinux", h->kernel, sizeof(h->kernel), err);
         if (r == 0)
@@ -211,7 +211,7 @@ int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_e
         switch (cfg->vm_accel) {
         case HXS_VM_ACCEL_KVM:
                 if (!kvm)
-                        return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENODEV, "SANDBOX_VM_ACCEL",
+                        return err_fail_field(err, HXS_ERR_UNSUPPORTED, -ENODEV, "SANDBOX_VM_ACCEL",
                                               "SANDBOX_VM_ACCEL: kvm asked for, but %s", why);
                 h->kvm = true;
                 break;
@@ -224,7 +224,7 @@ int vm_host_init(vm_host *h, const hxs_config *cfg, hxs_backend_kind kind, hxs_e
                 break;
         }
         if (kind == HXS_BACKEND_FIRECRACKER && !h->kvm)
-                return hxs_fail_field(err, HXS_ERR_UNSUPPORTED, -ENODEV, "SANDBOX_BACKEND",
+                return err_fail_field(err, HXS_ERR_UNSUPPORTED, -ENODEV, "SANDBOX_BACKEND",
                                       "SANDBOX_BACKEND: firecracker needs KVM (%s)", why);
         h->tsc_khz = host_tsc_khz();
         h->vmm_uid = vm_vmm_uid(cfg, kind);

@@ -18,7 +18,7 @@ int vm_cgroup_create(const vm_host *h, const cg_limits *lim, cg_exec *ret, char 
 {
         int r = cg_exec_create(h->cg, lim, ret, err);
         if (r < 0)
-                return hxs_wrap(err, r, "the microVM's cgroup");
+                return err_wrap(err, r, "the microVM's cgroup");
         if (name)
                 cg_exec_name(ret, name, name_size);
         return 0;

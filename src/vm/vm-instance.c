@@ -49,7 +49,7 @@ int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
         v->ram_mb = ram_mb;
         v->rbuf = malloc(HXP_FRAME_MAX);
         if (!v->rbuf)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         if (getrandom(&v->nonce, sizeof(v->nonce), 0) != sizeof(v->nonce))
                 v->nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
         clock_gettime(CLOCK_MONOTONIC, &v->spawned);
@@ -66,7 +66,7 @@ int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
         r = write_all(v->chan, hello, sizeof(hello), 5000);
         if (r < 0) {
                 vm_destroy(v);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "starting the microVM: sending HELLO: %s",
+                return err_fail(err, HXS_ERR_SETUP, r, "starting the microVM: sending HELLO: %s",
                                 strerror(-r));
         }
         return 0;
@@ -141,7 +141,7 @@ static int stopped_early(vm_instance *v, int r, hxs_error *err)
 {
         char said[300] = "";
         vm_stderr_text(v, said, sizeof(said));
-        return hxs_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s", said);
+        return err_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s", said);
 }
 
 int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err)
@@ -155,22 +155,22 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err)
                         if (f.type == HXP_READY && f.len >= 4 && hxp_load_u32(f.payload) == v->nonce)
                                 return 0;
                         if (f.type == HXP_ERROR)
-                                return hxs_fail(err, HXS_ERR_SETUP, -EPROTO, "the guest agent: %.*s",
+                                return err_fail(err, HXS_ERR_SETUP, -EPROTO, "the guest agent: %.*s",
                                                 (int)(f.len > 300 ? 300 : f.len), (const char *)f.payload);
                         /* a stale frame: skipped, but a stream of them does not stop the clock */
                 }
                 if (r == -EPIPE)
                         return stopped_early(v, r, err);
                 if (r == -EBADMSG)
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "the guest agent sent a malformed frame");
+                        return err_fail(err, HXS_ERR_SETUP, r, "the guest agent sent a malformed frame");
                 if (r < 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s",
+                        return err_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s",
                                         strerror(-r));
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
                                           (now.tv_nsec - start.tv_nsec) / 1000000);
                 if (left <= 0)
-                        return hxs_fail(err, HXS_ERR_SETUP, -ETIMEDOUT, "the microVM's agent was not ready after %d ms",
+                        return err_fail(err, HXS_ERR_SETUP, -ETIMEDOUT, "the microVM's agent was not ready after %d ms",
                                         timeout_ms);
                 if (r > 0)
                         continue;
@@ -178,7 +178,7 @@ int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err)
                                          { .fd = v->pidfd, .events = POLLIN } };
                 if (poll(pfd, 2, (int)left) < 0 && errno != EINTR) {
                         int e = errno;
-                        return hxs_fail(err, HXS_ERR_SETUP, -e, "waiting for the microVM's agent: %s", strerror(e));
+                        return err_fail(err, HXS_ERR_SETUP, -e, "waiting for the microVM's agent: %s", strerror(e));
                 }
                 if ((pfd[1].revents & POLLIN) && !(pfd[0].revents & POLLIN))
                         return stopped_early(v, -EPIPE, err);

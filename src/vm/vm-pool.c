@@ -119,7 +119,7 @@ int vm_pool_new(const vm_host *h, uint32_t size, uint32_t budget_mb, uint32_t ra
                 return 0;
         vm_pool *p = calloc(1, sizeof(*p));
         if (!p)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         p->host = *h;
         p->ram_mb = ram_mb;
         p->target = target;
@@ -134,7 +134,7 @@ int vm_pool_new(const vm_host *h, uint32_t size, uint32_t budget_mb, uint32_t ra
                 pthread_cond_destroy(&p->cv);
                 pthread_mutex_destroy(&p->mu);
                 free(p);
-                return hxs_fail(err, HXS_ERR_INTERNAL, -r, "starting the microVM pool: %s", strerror(r));
+                return err_fail(err, HXS_ERR_INTERNAL, -r, "starting the microVM pool: %s", strerror(r));
         }
         *ret = p;
         return 0;

@@ -99,7 +99,7 @@ int vm_spawner_new(const vm_host *h, vm_spawner **ret, hxs_error *err)
 {
         vm_spawner *s = calloc(1, sizeof(*s));
         if (!s)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         s->host = *h;
         pthread_mutex_init(&s->mu, NULL);
         pthread_cond_init(&s->cv, NULL);
@@ -133,14 +133,14 @@ int vm_spawner_submit(vm_spawner *s, uint32_t ram_mb, vm_spawn_job **ret, int *r
 {
         vm_spawn_job *j = calloc(1, sizeof(*j));
         if (!j)
-                return hxs_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         j->s = s;
         j->ram_mb = ram_mb;
         j->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (j->efd < 0) {
                 int e = errno;
                 free(j);
-                return hxs_fail(err, HXS_ERR_SETUP, -e, "eventfd: %s", strerror(e));
+                return err_fail(err, HXS_ERR_SETUP, -e, "eventfd: %s", strerror(e));
         }
         pthread_mutex_lock(&s->mu);
         int r = 0;
@@ -159,7 +159,7 @@ int vm_spawner_submit(vm_spawner *s, uint32_t ram_mb, vm_spawn_job **ret, int *r
         if (r < 0) {
                 close(j->efd);
                 free(j);
-                return hxs_fail(err, HXS_ERR_SETUP, r, "starting the microVM: a thread: %s", strerror(-r));
+                return err_fail(err, HXS_ERR_SETUP, r, "starting the microVM: a thread: %s", strerror(-r));
         }
         *ret = j;
         *ret_fd = j->efd;

@@ -158,28 +158,28 @@ const union MHD_ConnectionInfo *__wrap_MHD_get_connection_info(struct MHD_Connec
 
 /* tls.c needs a handshake: this harness has no mTLS (tls_peer_id is never reached)
  * and no trust bundles (a forwarded certificate is refused). */
-bool tls_mutual(const hxs_server *srv)
+bool tls_mutual(const server *srv)
 {
         return false;
 }
 
-bool tls_has_bundles(const hxs_server *srv)
+bool tls_has_bundles(const server *srv)
 {
         return false;
 }
 
-bool tls_has_bundle(const hxs_server *srv, const char *td)
+bool tls_has_bundle(const server *srv, const char *td)
 {
         return false;
 }
 
-int tls_peer_id(hxs_server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err)
+int tls_peer_id(server *srv, struct MHD_Connection *conn, char *ret, size_t cap, hxs_error *err)
 {
         CHECK(false);
         return -EACCES;
 }
 
-int tls_verify_forwarded(hxs_server *srv, const xfcc_client *x, char *ret, size_t cap, hxs_error *err)
+int tls_verify_forwarded(server *srv, const xfcc_client *x, char *ret, size_t cap, hxs_error *err)
 {
         CHECK(x->cert || x->chain);
         CHECK(x->cert == NULL || strlen(x->cert) == x->cert_len);
@@ -196,7 +196,7 @@ void conn_linger(struct MHD_Connection *conn)
         fx.linger = true;
 }
 
-void conn_stats(const hxs_server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
+void conn_stats(const server *srv, uint32_t *ret_fresh, uint32_t *ret_established,
                 uint32_t *ret_lingering)
 {
         *ret_fresh = 1;
@@ -357,7 +357,7 @@ static void reply_result(call *c)
         res.stdout_data = strdup("hello \xff\n");
         res.stdout_len = strlen(res.stdout_data);
         res.exit_code = 0;
-        json_t *o = hxs_result_to_json(&res, c->id);
+        json_t *o = result_to_json(&res, c->id);
         CHECK(o != NULL);
         free(c->reply);
         c->reply = json_dumps(o, JSON_COMPACT);
@@ -405,17 +405,17 @@ void admission_forget(call *c)
         c->state = CALL_DONE;
 }
 
-bool admission_draining(const hxs_server *s)
+bool admission_draining(const server *s)
 {
         return fx.draining;
 }
 
-unsigned admission_retry_after(const hxs_server *s)
+unsigned admission_retry_after(const server *s)
 {
         return 1;
 }
 
-void admission_load_get(const hxs_server *s, admission_load *ret)
+void admission_load_get(const server *s, admission_load *ret)
 {
         *ret = (admission_load){ 0 }; /* admission is stubbed: nothing runs or waits */
 }
@@ -462,7 +462,7 @@ static bool bad_framing(void)
 }
 
 /* Who the request is from, and whether it was let in. */
-static void check_caller(const call *c, const hxs_server *s, bool left)
+static void check_caller(const call *c, const server *s, bool left)
 {
         CHECK(memchr(c->caller, '\0', sizeof(c->caller)) != NULL);
         if (bad_framing()) {
@@ -558,7 +558,7 @@ static char *copy(const char *s, size_t n)
         return p;
 }
 
-static hxs_server srv;
+static server srv;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the output side of the JSON face. Program output is arbitrary bytes;
- * hxs_json_string_lossy, hxs_utf8_lossy_copy and hxs_result_to_json must always turn
+ * json_string_lossy, utf8_lossy_copy and result_to_json must always turn
  * it into valid UTF-8 and valid JSON.
  *
- * Input: byte 0 = flags, byte 1 = capacity for hxs_utf8_lossy_copy, the rest = the
+ * Input: byte 0 = flags, byte 1 = capacity for utf8_lossy_copy, the rest = the
  * output bytes (stdout; stderr is the same bytes from the middle on).
  *
  * Invariants:
@@ -123,7 +123,7 @@ static const char fffd[] = "\xEF\xBF\xBD";
 
 static void check_lossy(const unsigned char *s, size_t n, const piece *pieces, size_t np)
 {
-        json_t *j = hxs_json_string_lossy((const char *)s, n);
+        json_t *j = json_string_lossy((const char *)s, n);
         CHECK(j != NULL);
         const char *v = json_string_value(j);
         size_t vl = json_string_length(j);
@@ -160,7 +160,7 @@ static void check_copy(const unsigned char *s, size_t n, const piece *pieces, si
 {
         char *dst = malloc(cap ? cap : 1);
         CHECK(dst != NULL);
-        size_t o = hxs_utf8_lossy_copy(dst, cap, (const char *)s, n);
+        size_t o = utf8_lossy_copy(dst, cap, (const char *)s, n);
         if (cap == 0) {
                 CHECK(o == 0);
                 free(dst);
@@ -220,7 +220,7 @@ static void check_result(const char *out, size_t out_len, const char *err, size_
         res.stdout_omitted = (flags & 16) ? UINT64_MAX - extra : extra;
         res.stderr_omitted = extra >> 1;
 
-        json_t *o = hxs_result_to_json(&res, id);
+        json_t *o = result_to_json(&res, id);
         CHECK(o != NULL);
         char *text = json_dumps(o, JSON_COMPACT);
         CHECK(text != NULL);
@@ -233,8 +233,8 @@ static void check_result(const char *out, size_t out_len, const char *err, size_
         json_t *back = json_loads(text, JSON_ALLOW_NUL, NULL);
         CHECK(back != NULL && json_is_object(back) && json_equal(o, back));
 
-        json_t *so = hxs_json_string_lossy(out, res.stdout_data ? out_len : 0);
-        json_t *se = hxs_json_string_lossy(err, res.stderr_data ? err_len : 0);
+        json_t *so = json_string_lossy(out, res.stdout_data ? out_len : 0);
+        json_t *se = json_string_lossy(err, res.stderr_data ? err_len : 0);
         CHECK(so && se);
         CHECK(json_equal(json_object_get(back, "stdout"), so));
         CHECK(json_equal(json_object_get(back, "stderr"), se));

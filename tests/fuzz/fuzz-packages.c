@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: packages= matching (src/pkg/packages.c): hxs_pkg_version_cmp,
- * hxs_pkg_normalize and hxs_pkg_check with fuzzed requirement strings that have not
+ * Fuzz target: packages= matching (src/pkg/packages.c): pkg_version_cmp,
+ * pkg_normalize and pkg_check with fuzzed requirement strings that have not
  * been through hxs_request_validate.
  *
  * Input: newline-separated fields A, B, C, then requirement strings R... (up to 8).
@@ -9,13 +9,13 @@
  *             extra distribution put first in the image index.
  *
  * Invariants:
- *  - hxs_pkg_version_cmp answers -1, 0 or 1, is reflexive and antisymmetric;
- *  - hxs_pkg_normalize is idempotent, NUL-terminates within the buffer, and yields
+ *  - pkg_version_cmp answers -1, 0 or 1, is reflexive and antisymmetric;
+ *  - pkg_normalize is idempotent, NUL-terminates within the buffer, and yields
  *    lower case runs separated by single '-' (nothing else from -_.);
- *  - hxs_pkg_check answers 0 or -ENOENT (HXS_ERR_NOT_FOUND, field "packages");
+ *  - pkg_check answers 0 or -ENOENT (HXS_ERR_NOT_FOUND, field "packages");
  *  - for a plain name A and version B: "A", "A==B", "A>=B", "A<=B" and "A~=B" are
  *    satisfied by the extra distribution, "A!=B", "A<B" and "A>B" are not;
- *  - hxs_pkg_canonical accepts a requirement R exactly when request validation does,
+ *  - pkg_canonical accepts a requirement R exactly when request validation does,
  *    and then yields a spelling without spaces, no longer than R, that is its own
  *    canonical spelling, that the image check treats as R, and that spaces around
  *    R's commas do not change; when it refuses, it says why (-EINVAL and a reason);
@@ -38,7 +38,7 @@
 
 #define MAX_FIELDS 11
 
-static const hxs_pkg fixed[] = {
+static const pkg_req fixed[] = {
         { "numpy", "1.24.2" }, { "pandas", "1.5.3" }, { "requests", "2.28.1" },
         { "six", "1.16.0" },   { "pyyaml", "6.0" },   { "zope-interface", "5.5.2" },
         { "pre", "1.0rc1" },   { "post", "2.0.post1" }, { "empty", "" },
@@ -46,7 +46,7 @@ static const hxs_pkg fixed[] = {
 
 static void check_cmp(const char *a, const char *b)
 {
-        int ab = hxs_pkg_version_cmp(a, b), ba = hxs_pkg_version_cmp(b, a);
+        int ab = pkg_version_cmp(a, b), ba = pkg_version_cmp(b, a);
         CHECK(ab >= -1 && ab <= 1);
         if (ab != -ba)
                 fprintf(stderr, "cmp(\"%s\", \"%s\") = %d but cmp(b, a) = %d\n", a, b, ab, ba);
@@ -58,7 +58,7 @@ static void check_normalize(const char *s)
         char out[64], again[64], small[4];
         size_t len = strlen(s);
 
-        hxs_pkg_normalize(s, len, out, sizeof(out));
+        pkg_normalize(s, len, out, sizeof(out));
         CHECK(memchr(out, '\0', sizeof(out)) != NULL);
         size_t olen = strlen(out);
         for (const char *p = out; *p; p++) {
@@ -69,11 +69,11 @@ static void check_normalize(const char *s)
                         CHECK(p > out && p[-1] != '-' && (p[1] != '\0' || olen == sizeof(out) - 1));
         }
         if (olen < sizeof(out) - 2) {
-                hxs_pkg_normalize(out, olen, again, sizeof(again));
+                pkg_normalize(out, olen, again, sizeof(again));
                 CHECK(strcmp(out, again) == 0);
         }
         /* A smaller buffer gets a prefix of the same name. */
-        hxs_pkg_normalize(s, len, small, sizeof(small));
+        pkg_normalize(s, len, small, sizeof(small));
         CHECK(memchr(small, '\0', sizeof(small)) != NULL);
         CHECK(strncmp(out, small, strlen(small)) == 0);
 }
@@ -88,12 +88,12 @@ static hxs_request *request_of(const char *requirement)
         return req;
 }
 
-static int check_req(const hxs_pkg_index *idx, const char *requirement)
+static int check_req(const pkg_index *idx, const char *requirement)
 {
         hxs_request *req = request_of(requirement);
         hxs_error err;
         memset(&err, 0, sizeof(err));
-        int r = hxs_pkg_check(idx, req, &err);
+        int r = pkg_check(idx, req, &err);
         if (r < 0) {
                 CHECK(r == -ENOENT);
                 CHECK(err.kind == HXS_ERR_NOT_FOUND);
@@ -104,16 +104,16 @@ static int check_req(const hxs_pkg_index *idx, const char *requirement)
 
         /* Other languages never get packages. */
         hxs_request_set_language(req, HXS_LANG_BASH);
-        CHECK(hxs_pkg_check(idx, req, &err) == -EINVAL);
+        CHECK(pkg_check(idx, req, &err) == -EINVAL);
         hxs_request_free(req);
         return r;
 }
 
-static void check_canonical(const hxs_pkg_index *idx, const char *requirement)
+static void check_canonical(const pkg_index *idx, const char *requirement)
 {
         char out[256], again[256];
         const char *why = NULL;
-        int r = hxs_pkg_canonical(requirement, out, sizeof(out), &why);
+        int r = pkg_canonical(requirement, out, sizeof(out), &why);
 
         /* the same answer as request validation gives */
         hxs_config cfg;
@@ -135,7 +135,7 @@ static void check_canonical(const hxs_pkg_index *idx, const char *requirement)
         size_t ol = strlen(out);
         CHECK(!(ol >= 4 && (strcasecmp(out + ol - 4, ".whl") == 0 || strcasecmp(out + ol - 4, ".zip") == 0 ||
                             strcasecmp(out + ol - 4, ".tar") == 0)));
-        CHECK(hxs_pkg_canonical(out, again, sizeof(again), &why) == 0);
+        CHECK(pkg_canonical(out, again, sizeof(again), &why) == 0);
         CHECK(strcmp(out, again) == 0);
         /* the image check reads both alike */
         CHECK((check_req(idx, requirement) == 0) == (check_req(idx, out) == 0));
@@ -153,7 +153,7 @@ static void check_canonical(const hxs_pkg_index *idx, const char *requirement)
         spaced[o++] = ' ';
         spaced[o] = '\0';
         if (strlen(requirement) + 2 * 8 < sizeof(spaced) && strlen(spaced) <= 200 &&
-            hxs_pkg_canonical(spaced, again, sizeof(again), &why) == 0)
+            pkg_canonical(spaced, again, sizeof(again), &why) == 0)
                 CHECK(strcmp(out, again) == 0);
 }
 
@@ -191,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *a = f[0], *b = f[1], *c = f[2];
 
         check_cmp(a, a);
-        CHECK(hxs_pkg_version_cmp(a, a) == 0);
+        CHECK(pkg_version_cmp(a, a) == 0);
         check_cmp(a, b);
         check_cmp(b, c);
         check_cmp(a, c);
@@ -200,11 +200,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_normalize(b);
 
         /* The image: the extra distribution A B first, then the fixed ones. */
-        hxs_pkg pkgs[sizeof(fixed) / sizeof(fixed[0]) + 1];
-        hxs_pkg_normalize(a, strlen(a), pkgs[0].name, sizeof(pkgs[0].name));
+        pkg_req pkgs[sizeof(fixed) / sizeof(fixed[0]) + 1];
+        pkg_normalize(a, strlen(a), pkgs[0].name, sizeof(pkgs[0].name));
         snprintf(pkgs[0].version, sizeof(pkgs[0].version), "%s", b);
         memcpy(pkgs + 1, fixed, sizeof(fixed));
-        hxs_pkg_index idx = { pkgs, sizeof(pkgs) / sizeof(pkgs[0]) };
+        pkg_index idx = { pkgs, sizeof(pkgs) / sizeof(pkgs[0]) };
 
         for (size_t i = 3; i < nf; i++) {
                 check_req(&idx, f[i]);

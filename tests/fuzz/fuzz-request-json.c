@@ -12,7 +12,7 @@
  *    NUL-terminated string, and the error reply built from it (as http.c does) is
  *    valid JSON;
  *  - on success, the request is within every configured limit, validating it again
- *    succeeds, hxs_request_dup copies it exactly, and the request written back as
+ *    succeeds, request_dup copies it exactly, and the request written back as
  *    JSON parses again into an equal request (what we accept, we accept again).
  */
 #include <errno.h>
@@ -138,7 +138,7 @@ static void check_accepted(hxs_request *req, const hxs_config *cfg)
                 CHECK(strpbrk(req->packages[i], "/\\:@;'\"$`") == NULL);
                 char canon[256];
                 const char *why = NULL;
-                CHECK(hxs_pkg_canonical(req->packages[i], canon, sizeof(canon), &why) == 0);
+                CHECK(pkg_canonical(req->packages[i], canon, sizeof(canon), &why) == 0);
                 CHECK(canon[0] != '-' && canon[0] != '\0');
                 CHECK(strpbrk(canon, " \t/\\:@;'\"$`") == NULL);
         }
@@ -147,7 +147,7 @@ static void check_accepted(hxs_request *req, const hxs_config *cfg)
         CHECK(hxs_request_validate(req, cfg, &err) == 0);
 
         hxs_request *copy = NULL;
-        CHECK(hxs_request_dup(req, &copy) == 0);
+        CHECK(request_dup(req, &copy) == 0);
         check_equal(req, copy);
         hxs_request_free(copy);
 
@@ -193,7 +193,7 @@ static void check_rejected(int r, const hxs_error *err)
 
         /* The 400 reply quotes the message: it must make valid JSON. */
         json_t *o = json_pack("{s:{s:s,s:o*}}", "error", "code", "invalid_request", "message",
-                              hxs_json_string_lossy(err->message, strlen(err->message)));
+                              json_string_lossy(err->message, strlen(err->message)));
         CHECK(o != NULL);
         char *text = json_dumps(o, JSON_COMPACT);
         CHECK(text != NULL);

@@ -2,7 +2,7 @@
 /*
  * Fuzz target: hxs_request_validate on requests built with the setters (what the CLI
  * and library callers do, without the JSON layer's filtering: env names and package
- * strings are any C strings), against fuzzed limits; then hxs_pkg_check of what was
+ * strings are any C strings), against fuzzed limits; then pkg_check of what was
  * accepted against a small image index.
  *
  * Input, consumed front to back (missing bytes read as 0):
@@ -14,7 +14,7 @@
  *
  * Invariants: on success, every limit holds, env names are POSIX names without
  * duplicates, requirements can never be a pip option, URL, path or marker, validating
- * again succeeds and hxs_pkg_check answers 0 or -ENOENT (python) / -EINVAL (others);
+ * again succeeds and pkg_check answers 0 or -ENOENT (python) / -EINVAL (others);
  * on failure, -EINVAL or -E2BIG with err naming the field.
  */
 #include <errno.h>
@@ -89,13 +89,13 @@ static void check_requirement(const char *s)
                 CHECK(is_alpha(*p) || is_digit(*p) || strchr("-_.[],=!<>~*+ \t", *p));
         char canon[256];
         const char *why = NULL;
-        CHECK(hxs_pkg_canonical(s, canon, sizeof(canon), &why) == 0);
+        CHECK(pkg_canonical(s, canon, sizeof(canon), &why) == 0);
         CHECK(is_alpha(canon[0]) || is_digit(canon[0]));
         for (const char *p = canon; *p; p++)
                 CHECK(is_alpha(*p) || is_digit(*p) || strchr("-_.[],=!<>~*+", *p));
 }
 
-static const hxs_pkg image[] = {
+static const pkg_req image[] = {
         { "numpy", "1.24.2" }, { "pandas", "1.5.3" }, { "requests", "2.28.1" },
         { "six", "1.16.0" },   { "pyyaml", "6.0" },   { "zope-interface", "5.5.2" },
         { "pre", "1.0rc1" },   { "post", "2.0.post1" }, { "empty", "" },
@@ -191,9 +191,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&err, 0, sizeof(err));
         CHECK(hxs_request_validate(req, &cfg, &err) == 0);
 
-        hxs_pkg_index idx = { (hxs_pkg *)image, sizeof(image) / sizeof(image[0]) };
+        pkg_index idx = { (pkg_req *)image, sizeof(image) / sizeof(image[0]) };
         memset(&err, 0, sizeof(err));
-        r = hxs_pkg_check(&idx, req, &err);
+        r = pkg_check(&idx, req, &err);
         if (req->n_packages == 0)
                 CHECK(r == 0);
         else if (req->language != HXS_LANG_PYTHON)

@@ -22,7 +22,7 @@ static int fake_vm_usable(const hxs_config *cfg, hxs_error *err)
 {
         vm_asked++;
         asked_accel = cfg->vm_accel;
-        return vm_here ? 0 : hxs_fail(err, HXS_ERR_UNSUPPORTED, -ENODEV, "no /dev/kvm");
+        return vm_here ? 0 : err_fail(err, HXS_ERR_UNSUPPORTED, -ENODEV, "no /dev/kvm");
 }
 
 static int fake_ns_usable(const hxs_config *cfg, hxs_error *err)

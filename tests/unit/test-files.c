@@ -127,7 +127,7 @@ static void test_request_files_normalised_and_copied(void **state)
         assert_true(req->files[0].fd >= 0);
         assert_string_equal(req->return_globs[0], "*.png");
         hxs_request *copy;
-        assert_int_equal(hxs_request_dup(req, &copy), 0);
+        assert_int_equal(request_dup(req, &copy), 0);
         assert_int_equal(copy->n_files, 1);
         assert_true(copy->files[0].fd >= 0 && copy->files[0].fd != req->files[0].fd);
         assert_int_equal(copy->files[0].size, 10);
@@ -167,7 +167,7 @@ static void test_files_in_json(void **state)
         res.files[1] = (hxs_file){ .path = strdup("output/b.png"), .data = malloc(3), .len = 3, .size = 3,
                                    .mime = "image/png" };
         memcpy(res.files[1].data, "\x89PN", 3);
-        json_t *o = hxs_result_to_json(&res, NULL);
+        json_t *o = result_to_json(&res, NULL);
         json_t *f = json_object_get(o, "files");
         assert_int_equal(json_array_size(f), 2);
         json_t *a = json_array_get(f, 0), *b = json_array_get(f, 1);

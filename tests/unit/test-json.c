@@ -232,7 +232,7 @@ static void test_validate_runs(void **state)
 
 static void expect_lossy(const char *in, size_t len, const char *want, size_t want_len)
 {
-        json_t *s = hxs_json_string_lossy(in, len);
+        json_t *s = json_string_lossy(in, len);
         assert_non_null(s);
         if (json_string_length(s) != want_len || memcmp(json_string_value(s), want, want_len) != 0)
                 fail_msg("lossy(%zu bytes) gave %zu bytes", len, json_string_length(s));
@@ -274,17 +274,17 @@ static void test_lossy_utf8(void **state)
 static void test_lossy_copy(void **state)
 {
         char buf[8];
-        assert_int_equal(hxs_utf8_lossy_copy(buf, sizeof(buf), "abc", 3), 3);
+        assert_int_equal(utf8_lossy_copy(buf, sizeof(buf), "abc", 3), 3);
         assert_string_equal(buf, "abc");
         /* NUL cannot live in a C string: replaced */
-        assert_int_equal(hxs_utf8_lossy_copy(buf, sizeof(buf), "a\0b", 3), 5);
+        assert_int_equal(utf8_lossy_copy(buf, sizeof(buf), "a\0b", 3), 5);
         assert_string_equal(buf, "a" R "b");
         /* cut at a character boundary, always terminated */
-        assert_int_equal(hxs_utf8_lossy_copy(buf, sizeof(buf), "\xff\xff\xff", 3), 6);
+        assert_int_equal(utf8_lossy_copy(buf, sizeof(buf), "\xff\xff\xff", 3), 6);
         assert_string_equal(buf, R R);
-        assert_int_equal(hxs_utf8_lossy_copy(buf, 4, "\xe2\x98\x83\xe2\x98\x83", 6), 3);
+        assert_int_equal(utf8_lossy_copy(buf, 4, "\xe2\x98\x83\xe2\x98\x83", 6), 3);
         assert_string_equal(buf, "\xe2\x98\x83");
-        assert_int_equal(hxs_utf8_lossy_copy(buf, 1, "abc", 3), 0);
+        assert_int_equal(utf8_lossy_copy(buf, 1, "abc", 3), 0);
         assert_string_equal(buf, "");
 }
 
@@ -307,7 +307,7 @@ static void test_result_fields(void **state)
         res.end = HXS_END_MEMORY_LIMIT;
         snprintf(res.end_message, sizeof(res.end_message), "killed: memory limit of 256 MB exceeded");
 
-        json_t *o = hxs_result_to_json(&res, "0123456789abcdef0123456789abcdef");
+        json_t *o = result_to_json(&res, "0123456789abcdef0123456789abcdef");
         assert_non_null(o);
         static const char *const keys[] = { "stdout", "stderr", "exit_code", "execution_time_ms",
                                             "memory_used_mb", "timed_out", "oom_killed", "signal",
@@ -337,7 +337,7 @@ static void test_result_fields(void **state)
         /* signal 0 is null; no id, no "id" field; NULL buffers are empty strings */
         hxs_result_clear(&res);
         res.exit_code = 3;
-        o = hxs_result_to_json(&res, NULL);
+        o = result_to_json(&res, NULL);
         assert_non_null(o);
         assert_true(json_is_null(json_object_get(o, "signal")));
         assert_null(json_object_get(o, "id"));

@@ -25,34 +25,34 @@ static void test_normalize(void **state)
         static const char *const cases[][2] = { { "NumPy", "numpy" }, { "a_b.c-d", "a-b-c-d" },
                                                 { "Foo__Bar", "foo-bar" }, { "x", "x" } };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                hxs_pkg_normalize(cases[i][0], strlen(cases[i][0]), out, sizeof(out));
+                pkg_normalize(cases[i][0], strlen(cases[i][0]), out, sizeof(out));
                 assert_string_equal(out, cases[i][1]);
         }
 }
 
 static void test_versions(void **state)
 {
-        assert_true(hxs_pkg_version_cmp("1.10", "1.9") > 0);
-        assert_true(hxs_pkg_version_cmp("1.5.3", "1.5.3") == 0);
-        assert_true(hxs_pkg_version_cmp("2", "2.0") == 0);
-        assert_true(hxs_pkg_version_cmp("1.24.2", "2") < 0);
-        assert_true(hxs_pkg_version_cmp("1.0", "1.0rc1") > 0);
+        assert_true(pkg_version_cmp("1.10", "1.9") > 0);
+        assert_true(pkg_version_cmp("1.5.3", "1.5.3") == 0);
+        assert_true(pkg_version_cmp("2", "2.0") == 0);
+        assert_true(pkg_version_cmp("1.24.2", "2") < 0);
+        assert_true(pkg_version_cmp("1.0", "1.0rc1") > 0);
 }
 
-static hxs_pkg_index index_of_two(void)
+static pkg_index index_of_two(void)
 {
-        static hxs_pkg pkgs[2] = { { "pandas", "1.5.3" }, { "numpy", "1.24.2" } };
-        return (hxs_pkg_index){ pkgs, 2 };
+        static pkg_req pkgs[2] = { { "pandas", "1.5.3" }, { "numpy", "1.24.2" } };
+        return (pkg_index){ pkgs, 2 };
 }
 
 static int check(const char *req_s, hxs_language lang, hxs_error *err)
 {
-        hxs_pkg_index idx = index_of_two();
+        pkg_index idx = index_of_two();
         hxs_request *r = hxs_request_new();
         hxs_request_set_language(r, lang);
         hxs_request_set_code(r, "x", 1);
         hxs_request_add_package(r, req_s);
-        int ret = hxs_pkg_check(&idx, r, err);
+        int ret = pkg_check(&idx, r, err);
         hxs_request_free(r);
         return ret;
 }
@@ -79,8 +79,8 @@ static void test_check(void **state)
 
 static void test_real_image(void **state)
 {
-        hxs_pkg_index idx;
-        assert_int_equal(hxs_pkg_index_load(&idx, ""), 0);
+        pkg_index idx;
+        assert_int_equal(pkg_index_load(&idx, ""), 0);
         bool numpy = false, pandas = false, scipy = false;
         for (size_t i = 0; i < idx.n; i++) {
                 numpy |= strcmp(idx.pkgs[i].name, "numpy") == 0;
@@ -88,14 +88,14 @@ static void test_real_image(void **state)
                 scipy |= strcmp(idx.pkgs[i].name, "scipy") == 0;
         }
         assert_true(numpy && pandas && scipy);
-        hxs_pkg_index_free(&idx);
+        pkg_index_free(&idx);
 }
 
 
 static void canon(const char *in, char *out, size_t size)
 {
         const char *why = NULL;
-        if (hxs_pkg_canonical(in, out, size, &why) != 0)
+        if (pkg_canonical(in, out, size, &why) != 0)
                 fail_msg("\"%s\" refused: %s", in, why);
 }
 
@@ -153,7 +153,7 @@ static void test_refusals_name_the_rule(void **state)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 char out[256];
                 const char *why = NULL;
-                assert_int_equal(hxs_pkg_canonical(cases[i].req, out, sizeof(out), &why), -EINVAL);
+                assert_int_equal(pkg_canonical(cases[i].req, out, sizeof(out), &why), -EINVAL);
                 assert_non_null(why);
                 if (!strstr(why, cases[i].rule))
                         fail_msg("\"%s\": \"%s\" lacks \"%s\"", cases[i].req, why, cases[i].rule);
@@ -166,7 +166,7 @@ static void test_canonicalize_a_list(void **state)
         static const char *const in[] = { "hxs-other", " HXS_Alpha <2, >=1", "hxs.other", "hxs-alpha>=1,<2" };
         for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++)
                 assert_int_equal(hxs_request_add_package(r, in[i]), 0);
-        assert_int_equal(hxs_pkg_canonicalize(r), 0);
+        assert_int_equal(pkg_canonicalize(r), 0);
         assert_int_equal(r->n_packages, 2);
         assert_string_equal(r->packages[0], "hxs-alpha<2,>=1");
         assert_string_equal(r->packages[1], "hxs-other");

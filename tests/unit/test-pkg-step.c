@@ -24,7 +24,7 @@
 #include "pkg/pkg-step.h"
 
 static char tmp[] = "/tmp/hxs-pkg-step-XXXXXX";
-static hxs_pkg image_pkgs[] = { { "pandas", "1.5.3" } };
+static pkg_req image_pkgs[] = { { "pandas", "1.5.3" } };
 
 static const backend_ops installs = { .name = "installs", .features = BACKEND_INSTALLS_PACKAGES };
 static const backend_ops fixed = { .name = "fixed-image", .features = BACKEND_BUILT_IMAGE };
@@ -35,7 +35,7 @@ static hxs_engine *engine(const backend_ops *ops)
         assert_non_null(e);
         hxs_config_defaults(&e->cfg);
         e->ops = ops;
-        e->pkgs = (hxs_pkg_index){ image_pkgs, 1 };
+        e->pkgs = (pkg_index){ image_pkgs, 1 };
         e->pkgcache.dirfd = e->pkgcache.sets_fd = e->pkgcache.meta_fd = e->pkgcache.req_fd = -1;
         e->pkgcache.tmp_fd = e->pkgcache.work_fd = e->pkgcache.trash_fd = -1;
         return e;
@@ -122,7 +122,7 @@ static void test_a_cached_set_is_held_without_a_step(void **state)
 
         /* a set committed earlier: its content key under sets/, the request key to it */
         hxs_exec *x = exec_of(e, "leftpad == 1.0");
-        assert_int_equal(hxs_pkg_canonicalize(x->req), 0);
+        assert_int_equal(pkg_canonicalize(x->req), 0);
         char key[65];
         assert_int_equal(pkgcache_request_key(&e->pkgcache, x->req, key, &err), 0);
         static const char set[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

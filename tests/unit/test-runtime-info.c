@@ -26,7 +26,7 @@ static void test_builtin_manifest(void **state)
 {
         hxs_runtime_info ri;
         hxs_error err = { 0 };
-        assert_int_equal(runtime_manifest_parse(hxs_runtimes_txt, &ri, &err), 0);
+        assert_int_equal(runtime_manifest_parse(embed_runtimes_txt, &ri, &err), 0);
         const hxs_runtime_package *p = find(&ri, "python3");
         assert_non_null(p);
         assert_true(p->interpreter && p->language == HXS_LANG_PYTHON);
@@ -110,7 +110,7 @@ static void test_dpkg_status(void **state)
         close(fd);
         hxs_runtime_info ri;
         hxs_error err = { 0 };
-        assert_int_equal(runtime_manifest_parse(hxs_runtimes_txt, &ri, &err), 0);
+        assert_int_equal(runtime_manifest_parse(embed_runtimes_txt, &ri, &err), 0);
         assert_int_equal(runtime_read_dpkg_status(&ri, path), 0);
         unlink(path);
         assert_string_equal(find(&ri, "bash")->debian_version, "5.2.15-2+b8");

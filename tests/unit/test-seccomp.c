@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The compiled seccomp program, evaluated without loading it (hxs_seccomp_eval), for
+ * The compiled seccomp program, evaluated without loading it (sandbox_filter_eval), for
  * the rules that a multi-architecture libseccomp filter is known to drop or miss: the
  * calls newer than the libseccomp release (statmount, listmount, open_tree_attr, by
  * number), socketpair (the family rules of socket), the families outside the allow
@@ -28,12 +28,12 @@
 
 #define X32 0x40000000u
 
-static hxs_seccomp filter;
+static sandbox_filter filter;
 
 static int setup(void **state)
 {
         hxs_error err = { 0 };
-        if (hxs_seccomp_build(&filter, &err) < 0) {
+        if (sandbox_filter_build(&filter, &err) < 0) {
                 fprintf(stderr, "building the filter: %s\n", err.message);
                 return -1;
         }
@@ -42,14 +42,14 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-        hxs_seccomp_free(&filter);
+        sandbox_filter_free(&filter);
         return 0;
 }
 
 static uint32_t answer(uint32_t arch, uint32_t nr, uint64_t a0, uint64_t a1)
 {
         uint64_t args[6] = { a0, a1, 0, 0, 0, 0 };
-        return hxs_seccomp_eval(&filter, arch, nr, args);
+        return sandbox_filter_eval(&filter, arch, nr, args);
 }
 
 #define DENIED(e) (SECCOMP_RET_ERRNO | (uint32_t)(e))
@@ -158,7 +158,7 @@ static void test_description_names_what_was_missing(void **state)
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
         assert_non_null(f);
-        assert_int_equal(hxs_seccomp_describe(f), 0);
+        assert_int_equal(sandbox_filter_describe(f), 0);
         fclose(f);
         static const char *const names[] = { "| `statmount` |", "| `listmount` |", "| `open_tree_attr` |",
                                              "`socket`, `socketpair`", "| `kcmp` |", "| `pidfd_getfd` |",
@@ -175,7 +175,7 @@ static void test_the_kernel_agrees(void **state)
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || hxs_seccomp_load(&filter) < 0)
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || sandbox_filter_load(&filter) < 0)
                         _exit(10);
                 int sv[2];
                 if (syscall(SYS_socketpair, 30 /* AF_TIPC */, SOCK_STREAM, 0, sv) != -1 || errno != EAFNOSUPPORT)

@@ -46,7 +46,7 @@ static int teardown(void **state)
 }
 
 /* The engine's own ranges for the default base. */
-static size_t default_ranges(hxs_uid_range r[HOST_UID_RANGES])
+static size_t default_ranges(uid_range r[HOST_UID_RANGES])
 {
         hxs_config cfg;
         hxs_config_defaults(&cfg);
@@ -54,15 +54,15 @@ static size_t default_ranges(hxs_uid_range r[HOST_UID_RANGES])
         return host_uid_ranges(&cfg, r);
 }
 
-static int check(const hxs_id_files *files, hxs_error *err)
+static int check(const id_files *files, hxs_error *err)
 {
-        hxs_uid_range r[HOST_UID_RANGES];
-        return hxs_uid_ranges_check(r, default_ranges(r), files, err);
+        uid_range r[HOST_UID_RANGES];
+        return uid_ranges_check(r, default_ranges(r), files, err);
 }
 
 static void test_the_ranges_cover_every_offset(void **state)
 {
-        hxs_uid_range r[HOST_UID_RANGES];
+        uid_range r[HOST_UID_RANGES];
         size_t n = default_ranges(r);
         static const uint32_t used[] = { 1000000, 1001000, 1002000, 1003000, 1003001, 1003002,
                                          1004000, 1004000 + 16 /* a cold owner */ };
@@ -77,7 +77,7 @@ static void test_the_ranges_cover_every_offset(void **state)
 
 static void test_a_free_host_passes(void **state)
 {
-        hxs_id_files f = {
+        id_files f = {
                 file("subuid", "# comment\nalice:100000:65536\nbob:165536:65536\n\n"),
                 file("subgid", "alice:100000:65536\n"),
                 file("passwd", "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n"),
@@ -86,14 +86,14 @@ static void test_a_free_host_passes(void **state)
         hxs_error err = { 0 };
         assert_int_equal(check(&f, &err), 0);
         /* absent files are no entries */
-        hxs_id_files none = { "/nonexistent/a", "/nonexistent/b", "/nonexistent/c", "/nonexistent/d" };
+        id_files none = { "/nonexistent/a", "/nonexistent/b", "/nonexistent/c", "/nonexistent/d" };
         assert_int_equal(check(&none, &err), 0);
 }
 
 static void test_a_subordinate_range_that_meets_one_refuses(void **state)
 {
         /* shadow-utils' 14th user: 951968..1017503 holds every one of the defaults */
-        hxs_id_files f = {
+        id_files f = {
                 file("subuid", "alice:100000:65536\nnick:951968:65536\n"),
                 file("subgid", ""), file("passwd", ""), file("group", ""),
         };
@@ -105,25 +105,25 @@ static void test_a_subordinate_range_that_meets_one_refuses(void **state)
         assert_non_null(strstr(err.message, "1000000..1000000"));
 
         /* one that reaches only the owner uids, by its last id */
-        hxs_id_files g = {
+        id_files g = {
                 file("subuid", ""), file("subgid", "carol:1003003:998\n"), file("passwd", ""), file("group", ""),
         };
-        hxs_error_clear(&err);
+        err_clear(&err);
         assert_int_equal(check(&g, &err), -EEXIST);
         assert_non_null(strstr(err.message, "owners of the sandboxes' user namespaces"));
         assert_non_null(strstr(g.subgid, "subgid"));
         assert_non_null(strstr(err.message, "subgid"));
         /* and one that ends just before them does not */
-        hxs_id_files h = {
+        id_files h = {
                 file("subuid", ""), file("subgid", "carol:1003003:997\n"), file("passwd", ""), file("group", ""),
         };
-        hxs_error_clear(&err);
+        err_clear(&err);
         assert_int_equal(check(&h, &err), 0);
 }
 
 static void test_an_account_in_a_range_refuses(void **state)
 {
-        hxs_id_files f = {
+        id_files f = {
                 file("subuid", ""), file("subgid", ""),
                 file("passwd", "root:x:0:0:root:/root:/bin/sh\nsvc:x:1004020:100::/:/usr/sbin/nologin\n"),
                 file("group", ""),
@@ -133,26 +133,26 @@ static void test_an_account_in_a_range_refuses(void **state)
         assert_non_null(strstr(err.message, "1004020"));
         assert_non_null(strstr(err.message, "line 2"));
         /* a group with one of the gids */
-        hxs_id_files g = {
+        id_files g = {
                 file("subuid", ""), file("subgid", ""), file("passwd", ""),
                 file("group", "root:x:0:\nsandboxes:x:1001000:\n"),
         };
-        hxs_error_clear(&err);
+        err_clear(&err);
         assert_int_equal(check(&g, &err), -EEXIST);
         assert_non_null(strstr(err.message, "the sandbox user"));
         /* the primary gid of an account counts too */
-        hxs_id_files h = {
+        id_files h = {
                 file("subuid", ""), file("subgid", ""), file("passwd", "x:x:500:1002000::/:/bin/sh\n"),
                 file("group", ""),
         };
-        hxs_error_clear(&err);
+        err_clear(&err);
         assert_int_equal(check(&h, &err), -EEXIST);
         assert_non_null(strstr(err.message, "templates"));
 }
 
 static void test_an_unreadable_file_is_an_error(void **state)
 {
-        hxs_id_files f = { dir /* a directory: reading fails */, NULL, NULL, NULL };
+        id_files f = { dir /* a directory: reading fails */, NULL, NULL, NULL };
         hxs_error err = { 0 };
         int r = check(&f, &err);
         assert_true(r < 0 && r != -EEXIST);

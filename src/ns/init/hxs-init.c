@@ -54,10 +54,10 @@ static __attribute__((noreturn)) void exit_with(int code)
 }
 
 /* the return from a signal handler, which the kernel's sigaction needs given */
-void hxs_init_restore(void);
+void init_restore(void);
 __asm__(".text\n"
-        ".globl hxs_init_restore\n"
-        "hxs_init_restore:\n"
+        ".globl init_restore\n"
+        "init_restore:\n"
         "        mov $15, %eax\n" /* NR_rt_sigreturn */
         "        syscall\n");
 
@@ -81,8 +81,8 @@ static long number(const char *s)
         return v;
 }
 
-__attribute__((noreturn, used)) void hxs_init_main(long *sp);
-__attribute__((noreturn, used)) void hxs_init_main(long *sp)
+__attribute__((noreturn, used)) void init_main(long *sp);
+__attribute__((noreturn, used)) void init_main(long *sp)
 {
         long argc = sp[0];
         char **argv = (char **)(sp + 1);
@@ -98,7 +98,7 @@ __attribute__((noreturn, used)) void hxs_init_main(long *sp)
                 unsigned long flags;
                 void (*restorer)(void);
                 unsigned long mask;
-        } sa = { forward, SA_RESTART_ | SA_RESTORER_, hxs_init_restore, 0 };
+        } sa = { forward, SA_RESTART_ | SA_RESTORER_, init_restore, 0 };
         for (unsigned i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
                 sys4(NR_rt_sigaction, forwarded[i], (long)&sa, 0, sizeof(sa.mask));
         for (;;) {
@@ -128,5 +128,5 @@ __asm__(".text\n"
         "        xor %ebp, %ebp\n"
         "        mov %rsp, %rdi\n"
         "        and $-16, %rsp\n"
-        "        call hxs_init_main\n"
+        "        call init_main\n"
         "        hlt\n");

@@ -114,30 +114,7 @@ int hxs_engine_check(hxs_engine *e, hxs_error *err)
         return e->ops->check(e->state, err);
 }
 
-/* ---- executions ------------------------------------------------------------------ */
-
-/* An execution of an owned request, not started yet. */
-int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err)
-{
-        hxs_exec *x = calloc(1, sizeof(*x));
-        if (!x) {
-                hxs_request_free(req);
-                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
-        }
-        x->engine = e;
-        x->req = req;
-        x->pkgs = (pkg_use)PKG_USE_INIT;
-        capbuf_init(&x->out, e->cfg.max_output_bytes);
-        capbuf_init(&x->err, e->cfg.max_output_bytes);
-        x->epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (x->epfd < 0) {
-                int r = err_fail(err, HXS_ERR_SETUP, -errno, "epoll_create1: %s", strerror(errno));
-                hxs_exec_free(x);
-                return r;
-        }
-        *ret = x;
-        return 0;
-}
+/* ---- executions: the packages= step first, when there is one, then the backend (exec.c) */
 
 static void exec_freep(hxs_exec **x) { hxs_exec_free(*x); }
 
@@ -173,18 +150,6 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
         return 0;
 }
 
-int exec_backend_start(hxs_exec *x, hxs_error *err)
-{
-        hxs_engine *e = x->engine;
-        x->priv = calloc(1, e->ops->exec_size ? e->ops->exec_size : 1);
-        if (!x->priv)
-                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
-        return e->ops->start(e->state, x, err);
-}
-
-int hxs_exec_fd(const hxs_exec *x) { return x->epfd; }
-bool hxs_exec_done(const hxs_exec *x) { return x->done; }
-
 int hxs_exec_process(hxs_exec *x)
 {
         if (x->done)
@@ -196,45 +161,19 @@ int hxs_exec_process(hxs_exec *x)
                 }
                 return 0;
         }
-        return x->engine->ops->process(x);
-}
-
-uint64_t hxs_exec_elapsed_ms(const hxs_exec *x)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)((now.tv_sec - x->started.tv_sec) * 1000 +
-                          (now.tv_nsec - x->started.tv_nsec) / 1000000);
+        return exec_process(x);
 }
 
 void hxs_exec_kill(hxs_exec *x)
 {
         if (x->done)
                 return;
-        x->killed = true;
-        if (x->pkg)
+        if (x->pkg) {
+                x->killed = true;
                 pkg_step_kill(x->pkg);
-        else
-                x->engine->ops->kill(x);
-}
-
-int hxs_exec_take_result(hxs_exec *x, hxs_result *ret, hxs_error *err)
-{
-        if (!x->done)
-                return -EAGAIN;
-        if (x->setup_failed) {
-                if (err)
-                        *err = x->setup_error;
-                /* the reason's own errno (a package not found, a wheelhouse not readable,
-                 * an fd limit...); a set-up step that only reports text counts as I/O */
-                return x->setup_error.errnum > 0 ? -x->setup_error.errnum : -EIO;
+        } else {
+                exec_kill(x);
         }
-        if (x->taken)
-                return -EALREADY;
-        *ret = x->result;
-        memset(&x->result, 0, sizeof(x->result));
-        x->taken = true;
-        return 0;
 }
 
 void hxs_exec_free(hxs_exec *x)
@@ -242,17 +181,8 @@ void hxs_exec_free(hxs_exec *x)
         if (!x)
                 return;
         pkg_step_free(x->pkg);
-        if (x->priv)
-                x->engine->ops->release(x);
-        free(x->priv);
-        pkg_use_release(&x->pkgs);
-        if (x->epfd >= 0)
-                close(x->epfd);
-        capbuf_free(&x->out);
-        capbuf_free(&x->err);
-        hxs_result_clear(&x->result);
-        hxs_request_free(x->req);
-        free(x);
+        x->pkg = NULL;
+        exec_free(x);
 }
 
 int hxs_run(hxs_engine *e, const hxs_request *req, hxs_result *ret, hxs_error *err)

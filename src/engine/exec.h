@@ -41,3 +41,8 @@ struct hxs_exec {
 int exec_new(hxs_engine *e, hxs_request *req, hxs_exec **ret, hxs_error *err);
 /* Starts x on the engine's backend (its private state allocated first). */
 int exec_backend_start(hxs_exec *x, hxs_error *err);
+/* x on its backend alone, whatever packages= step the engine runs around it: does what
+ * is ready; ends it now; frees it (NULL is fine). */
+int exec_process(hxs_exec *x);
+void exec_kill(hxs_exec *x);
+void exec_free(hxs_exec *x);

@@ -205,13 +205,13 @@ static int start_installer(pkg_step *s, const char *wheel_dir, hxs_error *err)
         r = exec_backend_start(ix, err);
         if (r < 0) {
                 err_wrap(err, r, "packages: starting the installer");
-                hxs_exec_free(ix);
+                exec_free(ix);
                 return r;
         }
         struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_INSTALLER };
         if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, ix->epfd, &ev) < 0) {
                 r = err_fail(err, HXS_ERR_SETUP, -errno, "epoll: %s", strerror(errno));
-                hxs_exec_free(ix);
+                exec_free(ix);
                 return r;
         }
         s->installer = ix;
@@ -224,7 +224,7 @@ static void drop_installer(pkg_step *s)
         if (!s->installer)
                 return;
         (void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, s->installer->epfd, NULL);
-        hxs_exec_free(s->installer);
+        exec_free(s->installer);
         s->installer = NULL;
 }
 
@@ -295,7 +295,7 @@ static void fetch_kill(pkg_step *s)
 void pkg_step_kill(pkg_step *s)
 {
         if (s->installer)
-                hxs_exec_kill(s->installer);
+                exec_kill(s->installer);
         else if (s->fetching)
                 fetch_kill(s);
         else if (s->commit)
@@ -469,7 +469,7 @@ static void installer_step(pkg_step *s)
         hxs_exec *ix = s->installer;
         /* x->epfd holds only the installer's epoll fd (level-triggered): its own
          * processing consumes the events */
-        hxs_exec_process(ix);
+        exec_process(ix);
         if (!hxs_exec_done(ix))
                 return;
         hxs_result res = { 0 };

@@ -107,6 +107,29 @@ int hxp_tlv_u32(const uint8_t *value, uint32_t len, uint32_t *ret) {
         return 0;
 }
 
+int hxp_tlv_u64(const uint8_t *value, uint32_t len, uint64_t *ret)
+{
+        if (len != 8)
+                return -EBADMSG;
+        *ret = hxp_load_u32(value) | (uint64_t)hxp_load_u32(value + 4) << 32;
+        return 0;
+}
+
+void hxp_put_u64(hxp_builder *b, uint16_t tag, uint64_t value)
+{
+        uint8_t v[8];
+
+        hxp_store_u32(v, (uint32_t)value);
+        hxp_store_u32(v + 4, (uint32_t)(value >> 32));
+        hxp_put_bytes(b, tag, v, sizeof(v));
+}
+
+/* A path or a glob: 1..HXP_PATH_MAX bytes, no NUL (the reader makes a C string). */
+static bool name_valid(const uint8_t *v, uint32_t len)
+{
+        return len > 0 && len <= HXP_PATH_MAX && !memchr(v, '\0', len);
+}
+
 static bool env_valid(const uint8_t *v, uint32_t len) {
         const uint8_t *eq = memchr(v, '=', len);
 
@@ -123,13 +146,16 @@ int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret) {
                 [HXP_RUN_STDIN_LEN] = &ret->stdin_len,
         };
         bool seen[HXP_RUN_TAG_MAX] = { false };
+        bool seen_opt[HXP_RUN_TAG_MAX - HXP_RUN_FILES] = { false };
         hxp_tlv_iter it;
         uint16_t tag;
         const uint8_t *v;
         uint32_t vlen;
         int r;
 
-        ret->n_env = 0;
+        ret->n_env = ret->n_globs = 0;
+        ret->files = ret->return_files = 0;
+        ret->files_bytes = ret->return_bytes = 0;
         hxp_tlv_begin(&it, payload, len);
         while ((r = hxp_tlv_next(&it, &tag, &v, &vlen)) > 0) {
                 if (tag == HXP_RUN_ENV) {
@@ -137,6 +163,27 @@ int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret) {
                                 return -EBADMSG;
                         ret->env[ret->n_env] = v;
                         ret->env_len[ret->n_env++] = vlen;
+                        continue;
+                }
+                if (tag == HXP_RUN_RETURN_GLOB) {
+                        if (ret->n_globs >= HXP_GLOBS_MAX || !name_valid(v, vlen))
+                                return -EBADMSG;
+                        ret->glob[ret->n_globs] = v;
+                        ret->glob_len[ret->n_globs++] = vlen;
+                        continue;
+                }
+                if (tag == HXP_RUN_FILES || tag == HXP_RUN_RETURN_FILES) {
+                        uint32_t *f = tag == HXP_RUN_FILES ? &ret->files : &ret->return_files;
+                        if (seen_opt[tag - HXP_RUN_FILES] || hxp_tlv_u32(v, vlen, f) < 0)
+                                return -EBADMSG;
+                        seen_opt[tag - HXP_RUN_FILES] = true;
+                        continue;
+                }
+                if (tag == HXP_RUN_FILES_BYTES || tag == HXP_RUN_RETURN_BYTES) {
+                        uint64_t *f = tag == HXP_RUN_FILES_BYTES ? &ret->files_bytes : &ret->return_bytes;
+                        if (seen_opt[tag - HXP_RUN_FILES] || hxp_tlv_u64(v, vlen, f) < 0)
+                                return -EBADMSG;
+                        seen_opt[tag - HXP_RUN_FILES] = true;
                         continue;
                 }
                 if (tag == 0 || tag >= HXP_RUN_TAG_MAX || !fields[tag])
@@ -178,4 +225,56 @@ int hxp_exit_decode(const uint8_t *payload, size_t len, hxp_exit *ret) {
         if (r < 0)
                 return r;
         return seen[HXP_EXIT_WAIT_STATUS] ? 0 : -EBADMSG;
+}
+
+int hxp_file_decode(const uint8_t *payload, size_t len, hxp_file *ret)
+{
+        bool seen[HXP_FILE_TAG_MAX] = { false };
+        hxp_tlv_iter it;
+        uint16_t tag;
+        const uint8_t *v;
+        uint32_t vlen;
+        int r;
+
+        *ret = (hxp_file){ 0 };
+        hxp_tlv_begin(&it, payload, len);
+        while ((r = hxp_tlv_next(&it, &tag, &v, &vlen)) > 0) {
+                if (tag == 0 || tag >= HXP_FILE_TAG_MAX)
+                        continue;
+                if (seen[tag])
+                        return -EBADMSG;
+                seen[tag] = true;
+                switch ((hxp_file_tag)tag) {
+                case HXP_FILE_PATH:
+                        if (!name_valid(v, vlen))
+                                return -EBADMSG;
+                        ret->path = v;
+                        ret->path_len = vlen;
+                        break;
+                case HXP_FILE_SIZE:
+                        r = hxp_tlv_u64(v, vlen, &ret->size);
+                        break;
+                case HXP_FILE_TRUNCATED:
+                        r = hxp_tlv_u32(v, vlen, &ret->truncated);
+                        if (r == 0 && ret->truncated > 1)
+                                r = -EBADMSG;
+                        break;
+                case HXP_FILE_LEN:
+                        r = hxp_tlv_u64(v, vlen, &ret->len);
+                        break;
+                case HXP_FILE_TAG_MAX:
+                        break;
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        if (!seen[HXP_FILE_PATH] || !seen[HXP_FILE_SIZE])
+                return -EBADMSG;
+        if (!seen[HXP_FILE_LEN])
+                ret->len = ret->truncated ? 0 : ret->size;
+        if (ret->len > ret->size || (ret->truncated && ret->len > 0))
+                return -EBADMSG;
+        return 0;
 }

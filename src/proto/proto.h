@@ -28,9 +28,17 @@
  * the same nonce (stale bytes from an earlier connection are skipped until a valid
  * header is found: the agent resynchronises on HELLO). The host sends RUN, then
  * the code in CODE frames and stdin in STDIN frames (an empty STDIN frame is the
- * end of stdin), then START. The agent streams STDOUT and STDERR frames and ends
- * with EXIT, or with ERROR if the sandbox could not be set up, and then powers the
- * VM off: a VM runs one execution. KILL from the host ends the execution at once.
+ * end of stdin), then each file in: a FILE frame (path and size) and its bytes in
+ * FILE_DATA frames, as many files and bytes as RUN announced; then START. The agent
+ * streams STDOUT and STDERR frames; once the program has ended, each file out: a
+ * FILE_OUT frame (path, size in the sandbox, truncated, bytes that follow) and those
+ * bytes in FILE_DATA frames, within the return budgets RUN gave; it ends with EXIT,
+ * or with ERROR if the sandbox could not be set up, and then powers the VM off: a VM
+ * runs one execution. KILL from the host ends the execution at once.
+ *
+ * Version 2 added the files (FILE, FILE_DATA, FILE_OUT and RUN's file fields): a
+ * version 1 peer would skip those frames and run without the files, so the two do
+ * not talk to each other.
  */
 #pragma once
 
@@ -39,7 +47,7 @@
 #include <stdint.h>
 
 #define HXP_MAGIC        0x48u
-#define HXP_VERSION      1u
+#define HXP_VERSION      2u
 #define HXP_HEADER_SIZE  8u
 #define HXP_PAYLOAD_MAX  (256u * 1024u)           /* per frame */
 #define HXP_FRAME_MAX    (HXP_HEADER_SIZE + HXP_PAYLOAD_MAX)
@@ -57,6 +65,9 @@ typedef enum hxp_type {
         HXP_EXIT,       /* guest -> host: TLV hxp_exit_tag */
         HXP_ERROR,      /* guest -> host: set-up failure, one sentence of text */
         HXP_KILL,       /* host -> guest: empty; kill the program now */
+        HXP_FILE,       /* host -> guest: TLV hxp_file_tag (path, size): a file in begins */
+        HXP_FILE_DATA,  /* either way: next bytes of the file that FILE or FILE_OUT began */
+        HXP_FILE_OUT,   /* guest -> host: TLV hxp_file_tag: a file out begins */
         HXP_TYPE_MAX,
 } hxp_type;
 
@@ -71,6 +82,12 @@ typedef enum hxp_run_tag {
         HXP_RUN_CODE_LEN,       /* u32: total bytes that CODE frames will carry */
         HXP_RUN_STDIN_LEN,      /* u32: total bytes that STDIN frames will carry */
         HXP_RUN_ENV,            /* "NAME=value" (no NUL); repeated */
+        /* optional, 0 (or none) when absent */
+        HXP_RUN_FILES,          /* u32: files in that FILE frames will carry */
+        HXP_RUN_FILES_BYTES,    /* u64: their bytes in all */
+        HXP_RUN_RETURN_GLOB,    /* a return_files glob (no NUL); repeated */
+        HXP_RUN_RETURN_FILES,   /* u32: MAX_RETURN_FILES */
+        HXP_RUN_RETURN_BYTES,   /* u64: MAX_RETURN_BYTES */
         HXP_RUN_TAG_MAX,
 } hxp_run_tag;
 
@@ -82,6 +99,14 @@ typedef enum hxp_exit_tag {
         HXP_EXIT_MEMORY_KB,       /* u32: peak memory of the program's cgroup */
         HXP_EXIT_TAG_MAX,
 } hxp_exit_tag;
+
+typedef enum hxp_file_tag {
+        HXP_FILE_PATH = 1,      /* the path in the working directory, normalised, no NUL */
+        HXP_FILE_SIZE,          /* u64: its size (in the sandbox, for FILE_OUT) */
+        HXP_FILE_TRUNCATED,     /* u32 0/1, FILE_OUT only: over the budget, no bytes follow */
+        HXP_FILE_LEN,           /* u64, FILE_OUT only: the bytes FILE_DATA will carry */
+        HXP_FILE_TAG_MAX,
+} hxp_file_tag;
 
 typedef struct hxp_frame {
         uint8_t type;
@@ -125,6 +150,9 @@ int hxp_tlv_next(hxp_tlv_iter *it, uint16_t *ret_tag, const uint8_t **ret_value,
                  uint32_t *ret_len);
 /* A u32 value: -EBADMSG unless len is exactly 4. */
 int hxp_tlv_u32(const uint8_t *value, uint32_t len, uint32_t *ret);
+/* A u64 value: -EBADMSG unless len is exactly 8. */
+int hxp_tlv_u64(const uint8_t *value, uint32_t len, uint64_t *ret);
+void hxp_put_u64(hxp_builder *b, uint16_t tag, uint64_t value);
 
 static inline void hxp_store_u32(uint8_t *p, uint32_t v) {
         p[0] = (uint8_t)v;
@@ -140,6 +168,8 @@ static inline uint32_t hxp_load_u32(const uint8_t *p) {
 /* ---- the RUN request, decoded (used by the agent and by tests) ---------------- */
 
 #define HXP_ENV_MAX 4096
+#define HXP_GLOBS_MAX 64        /* return_files globs (REQUEST_GLOBS_MAX) */
+#define HXP_PATH_MAX 255        /* bytes of a file's path (REQUEST_PATH_MAX) */
 
 typedef struct hxp_run {
         uint32_t language, timeout_ms, memory_mb, pids_max, nofile, tmpfs_mb, output_max;
@@ -148,10 +178,17 @@ typedef struct hxp_run {
         /* each points into the payload: "NAME=value", not NUL-terminated */
         const uint8_t *env[HXP_ENV_MAX];
         uint32_t env_len[HXP_ENV_MAX];
+        /* files: optional fields, 0 when absent */
+        uint32_t files, return_files;
+        uint64_t files_bytes, return_bytes;
+        size_t n_globs;
+        const uint8_t *glob[HXP_GLOBS_MAX];     /* into the payload, not NUL-terminated */
+        uint32_t glob_len[HXP_GLOBS_MAX];
 } hxp_run;
 
-/* Decodes and checks a RUN payload: every u32 field present exactly once, env
- * entries of the form NAME=value without NUL. -EBADMSG otherwise. */
+/* Decodes and checks a RUN payload: every required u32 field present exactly once,
+ * the optional ones at most once, env entries of the form NAME=value without NUL,
+ * globs non-empty, without NUL, at most HXP_PATH_MAX bytes. -EBADMSG otherwise. */
 int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret);
 
 typedef struct hxp_exit {
@@ -160,3 +197,18 @@ typedef struct hxp_exit {
 
 /* Decodes an EXIT payload: wait_status required, the rest default to 0. */
 int hxp_exit_decode(const uint8_t *payload, size_t len, hxp_exit *ret);
+
+/* FILE and FILE_OUT, decoded. */
+typedef struct hxp_file {
+        const uint8_t *path;    /* into the payload, not NUL-terminated */
+        uint32_t path_len;
+        uint64_t size;
+        uint32_t truncated;
+        uint64_t len;           /* bytes that follow in FILE_DATA (FILE: size) */
+} hxp_file;
+
+/* Decodes a FILE or FILE_OUT payload: a path of 1..HXP_PATH_MAX bytes without NUL
+ * and a size, each exactly once; truncated and len default to 0 and size; a
+ * truncated file carries no bytes, len is never over size. -EBADMSG otherwise. The
+ * path rule itself (relative, normalised) is the caller's: request_path_normalize. */
+int hxp_file_decode(const uint8_t *payload, size_t len, hxp_file *ret);

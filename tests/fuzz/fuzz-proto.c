@@ -3,7 +3,7 @@
  * Fuzz target: the host <-> guest agent protocol (src/proto/proto.c), as the agent
  * and the host driver read it: a byte stream cut into frames with hxp_parse, skipped
  * with hxp_resync after -EBADMSG, and each frame's payload put through the TLV walker
- * and the RUN and EXIT decoders.
+ * and the RUN, EXIT and FILE/FILE_OUT decoders.
  *
  * Input: byte 0 picks the size of the chunks the stream arrives in (1..256); the rest
  * is the stream.
@@ -15,7 +15,10 @@
  *  - the stream read in chunks gives exactly the frames read from it whole;
  *  - a decoded RUN has every env entry inside its payload, with a non-empty name, an
  *    '=' and no NUL; encoding the decoded RUN again and decoding that gives the same
- *    values; likewise for EXIT;
+ *    values (the files' fields and globs too: globs inside the payload, non-empty,
+ *    without NUL, at most HXP_PATH_MAX bytes); likewise for EXIT;
+ *  - a decoded FILE/FILE_OUT has its path inside the payload, 1..HXP_PATH_MAX bytes
+ *    without NUL, len <= size, no bytes when truncated, and encodes back to the same;
  *  - the TLV walker never points past the payload and ends cleanly only on a record
  *    boundary;
  *  - the host's reader (vm_read_frame, src/vm/vm-instance.c), fed the stream in the
@@ -109,6 +112,23 @@ static void check_run(const uint8_t *p, uint32_t len)
                 CHECK(memchr(e, '\0', el) == NULL);
                 hxp_put_bytes(&b, HXP_RUN_ENV, e, el);
         }
+        CHECK(run.n_globs <= HXP_GLOBS_MAX);
+        for (size_t i = 0; i < run.n_globs; i++) {
+                const uint8_t *g = run.glob[i];
+                uint32_t gl = run.glob_len[i];
+                CHECK(g >= p && g + gl <= p + len);
+                CHECK(gl > 0 && gl <= HXP_PATH_MAX && memchr(g, '\0', gl) == NULL);
+                hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, g, gl);
+        }
+        /* the optional fields only when they were there (nonzero is enough to compare) */
+        if (run.files)
+                hxp_put_u32(&b, HXP_RUN_FILES, run.files);
+        if (run.files_bytes)
+                hxp_put_u64(&b, HXP_RUN_FILES_BYTES, run.files_bytes);
+        if (run.return_files)
+                hxp_put_u32(&b, HXP_RUN_RETURN_FILES, run.return_files);
+        if (run.return_bytes)
+                hxp_put_u64(&b, HXP_RUN_RETURN_BYTES, run.return_bytes);
         CHECK(!b.overflow); /* the original was at most as long */
         CHECK(hxp_run_decode(reencoded, b.len, &run2) == 0);
         const uint32_t vals2[] = { run2.language, run2.timeout_ms, run2.memory_mb, run2.pids_max,
@@ -119,6 +139,33 @@ static void check_run(const uint8_t *p, uint32_t len)
         for (size_t i = 0; i < run.n_env; i++)
                 CHECK(run2.env_len[i] == run.env_len[i] &&
                       memcmp(run2.env[i], run.env[i], run.env_len[i]) == 0);
+        CHECK(run2.files == run.files && run2.files_bytes == run.files_bytes &&
+              run2.return_files == run.return_files && run2.return_bytes == run.return_bytes);
+        CHECK(run2.n_globs == run.n_globs);
+        for (size_t i = 0; i < run.n_globs; i++)
+                CHECK(run2.glob_len[i] == run.glob_len[i] &&
+                      memcmp(run2.glob[i], run.glob[i], run.glob_len[i]) == 0);
+}
+
+static void check_file(const uint8_t *p, uint32_t len)
+{
+        hxp_file f, f2;
+        if (hxp_file_decode(p, len, &f) < 0)
+                return;
+        CHECK(f.path >= p && f.path + f.path_len <= p + len);
+        CHECK(f.path_len > 0 && f.path_len <= HXP_PATH_MAX && memchr(f.path, '\0', f.path_len) == NULL);
+        CHECK(f.len <= f.size && (!f.truncated || f.len == 0) && f.truncated <= 1);
+        uint8_t buf[HXP_PATH_MAX + 64];
+        hxp_builder b;
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_bytes(&b, HXP_FILE_PATH, f.path, f.path_len);
+        hxp_put_u64(&b, HXP_FILE_SIZE, f.size);
+        hxp_put_u32(&b, HXP_FILE_TRUNCATED, f.truncated);
+        hxp_put_u64(&b, HXP_FILE_LEN, f.len);
+        CHECK(!b.overflow);
+        CHECK(hxp_file_decode(buf, b.len, &f2) == 0);
+        CHECK(f2.path_len == f.path_len && memcmp(f2.path, f.path, f.path_len) == 0 && f2.size == f.size &&
+              f2.truncated == f.truncated && f2.len == f.len);
 }
 
 static void check_exit(const uint8_t *p, uint32_t len)
@@ -168,6 +215,7 @@ static size_t consume(const uint8_t *buf, size_t len, seen *out, size_t *n_out, 
                         check_tlvs(f.payload, f.len);
                         check_run(f.payload, f.len);
                         check_exit(f.payload, f.len);
+                        check_file(f.payload, f.len);
                 }
                 off += (size_t)r;
         }

@@ -14,7 +14,7 @@ import struct
 import subprocess
 import time
 
-MAGIC, VERSION = 0x48, 1
+MAGIC, VERSION = 0x48, 2
 (HELLO, READY, RUN, CODE, STDIN, START, STDOUT, STDERR, EXIT, ERROR, KILL) = range(1, 12)
 RUN_TAGS = dict(language=1, timeout_ms=2, memory_mb=3, pids_max=4, nofile=5, tmpfs_mb=6,
                 output_max=7, code_len=8, stdin_len=9)

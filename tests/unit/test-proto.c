@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The host <-> guest agent protocol (src/proto): framing, resynchronisation, TLVs,
- * and the RUN and EXIT decoders, against everything a hostile peer can send. */
+ * and the RUN, EXIT and FILE decoders, against everything a hostile peer can send. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -348,6 +348,148 @@ static void test_run_bad_env(void **state)
         assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
 }
 
+/* The files' fields of RUN: optional, each at most once, globs bounded. */
+static void test_run_files_fields(void **state)
+{
+        size_t n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+        assert_int_equal(hxp_run_decode(payload_buf, n, &run), 0);
+        assert_int_equal(run.files, 0);
+        assert_int_equal(run.files_bytes, 0);
+        assert_int_equal(run.return_files, 0);
+        assert_int_equal(run.return_bytes, 0);
+        assert_int_equal(run.n_globs, 0);
+
+        hxp_builder b;
+        hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+        hxp_put_u32(&b, HXP_RUN_FILES, 3);
+        hxp_put_u64(&b, HXP_RUN_FILES_BYTES, 5ull << 32);
+        hxp_put_u32(&b, HXP_RUN_RETURN_FILES, 100);
+        hxp_put_u64(&b, HXP_RUN_RETURN_BYTES, 32u << 20);
+        hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, "*.csv", 5);
+        hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, "**/x", 4);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), 0);
+        assert_int_equal(run.files, 3);
+        assert_true(run.files_bytes == 5ull << 32);
+        assert_int_equal(run.return_files, 100);
+        assert_int_equal(run.return_bytes, 32u << 20);
+        assert_int_equal(run.n_globs, 2);
+        assert_int_equal(run.glob_len[1], 4);
+        assert_memory_equal(run.glob[1], "**/x", 4);
+        size_t good = n + b.len;
+
+        /* twice, or of the wrong size */
+        for (uint16_t t = HXP_RUN_FILES; t < HXP_RUN_TAG_MAX; t++) {
+                if (t == HXP_RUN_RETURN_GLOB)
+                        continue;
+                bool wide = t == HXP_RUN_FILES_BYTES || t == HXP_RUN_RETURN_BYTES;
+                hxp_builder_init(&b, payload_buf + good, sizeof(payload_buf) - good);
+                if (wide)
+                        hxp_put_u64(&b, t, 1);
+                else
+                        hxp_put_u32(&b, t, 1);
+                assert_int_equal(hxp_run_decode(payload_buf, good + b.len, &run), -EBADMSG);
+                n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+                hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+                if (wide)
+                        hxp_put_u32(&b, t, 1);
+                else
+                        hxp_put_u64(&b, t, 1);
+                assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
+                /* rebuild the good one for the next round */
+                hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+                hxp_put_u32(&b, HXP_RUN_FILES, 3);
+                hxp_put_u64(&b, HXP_RUN_FILES_BYTES, 5ull << 32);
+                hxp_put_u32(&b, HXP_RUN_RETURN_FILES, 100);
+                hxp_put_u64(&b, HXP_RUN_RETURN_BYTES, 32u << 20);
+                good = n + b.len;
+        }
+
+        /* globs: not empty, no NUL, at most HXP_PATH_MAX bytes, at most HXP_GLOBS_MAX */
+        static char long_glob[HXP_PATH_MAX + 1];
+        memset(long_glob, 'a', sizeof(long_glob));
+        static const struct {
+                const char *bytes;
+                size_t len;
+        } bad[] = { { "", 0 }, { "a\0b", 3 }, { long_glob, HXP_PATH_MAX + 1 } };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+                hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+                hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, bad[i].bytes, bad[i].len);
+                assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
+        }
+        n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+        hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+        hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, long_glob, HXP_PATH_MAX);
+        for (size_t i = 1; i < HXP_GLOBS_MAX; i++)
+                hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, "*", 1);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), 0);
+        assert_int_equal(run.n_globs, HXP_GLOBS_MAX);
+        hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, "*", 1);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
+}
+
+/* ---- FILE, FILE_OUT ---------------------------------------------------------------- */
+
+static void test_file(void **state)
+{
+        uint8_t buf[512];
+        hxp_builder b;
+        hxp_file f;
+
+        /* FILE: path and size; len follows size */
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_bytes(&b, HXP_FILE_PATH, "data/x.csv", 10);
+        hxp_put_u64(&b, HXP_FILE_SIZE, 6ull << 30);
+        hxp_put_u32(&b, 99, 1); /* unknown: skipped */
+        assert_int_equal(hxp_file_decode(buf, b.len, &f), 0);
+        assert_int_equal(f.path_len, 10);
+        assert_memory_equal(f.path, "data/x.csv", 10);
+        assert_true(f.size == 6ull << 30 && f.len == f.size && !f.truncated);
+        assert_int_equal(hxp_file_decode(buf, 3, &f), -EBADMSG); /* cut */
+
+        /* FILE_OUT truncated: no bytes follow */
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_bytes(&b, HXP_FILE_PATH, "output/a.png", 12);
+        hxp_put_u64(&b, HXP_FILE_SIZE, 1000);
+        hxp_put_u32(&b, HXP_FILE_TRUNCATED, 1);
+        assert_int_equal(hxp_file_decode(buf, b.len, &f), 0);
+        assert_true(f.truncated && f.len == 0 && f.size == 1000);
+        hxp_put_u64(&b, HXP_FILE_LEN, 1); /* truncated, yet with bytes */
+        assert_int_equal(hxp_file_decode(buf, b.len, &f), -EBADMSG);
+
+        /* a file taken while it grew: fewer bytes than its size, never more */
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_bytes(&b, HXP_FILE_PATH, "a", 1);
+        hxp_put_u64(&b, HXP_FILE_SIZE, 10);
+        hxp_put_u64(&b, HXP_FILE_LEN, 4);
+        assert_int_equal(hxp_file_decode(buf, b.len, &f), 0);
+        assert_true(f.len == 4);
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_bytes(&b, HXP_FILE_PATH, "a", 1);
+        hxp_put_u64(&b, HXP_FILE_SIZE, 10);
+        hxp_put_u64(&b, HXP_FILE_LEN, 11);
+        assert_int_equal(hxp_file_decode(buf, b.len, &f), -EBADMSG);
+
+        /* required fields, duplicates, sizes, bad paths, truncated other than 0/1 */
+        static char long_path[HXP_PATH_MAX + 1];
+        memset(long_path, 'p', sizeof(long_path));
+        for (int c = 0; c < 8; c++) {
+                hxp_builder_init(&b, buf, sizeof(buf));
+                if (c != 0)
+                        hxp_put_bytes(&b, HXP_FILE_PATH, c == 3 ? "a\0" : c == 4 ? "" : c == 5 ? long_path : "a",
+                                      c == 3 ? 2 : c == 4 ? 0 : c == 5 ? HXP_PATH_MAX + 1 : 1);
+                if (c != 1)
+                        hxp_put_u64(&b, HXP_FILE_SIZE, 1);
+                if (c == 2)
+                        hxp_put_u64(&b, HXP_FILE_SIZE, 1);
+                if (c == 6)
+                        hxp_put_u32(&b, HXP_FILE_SIZE + 10, 1), hxp_put_u32(&b, HXP_FILE_LEN, 1);
+                if (c == 7)
+                        hxp_put_u32(&b, HXP_FILE_TRUNCATED, 2);
+                assert_int_equal(hxp_file_decode(buf, b.len, &f), -EBADMSG);
+        }
+}
+
 /* ---- EXIT ------------------------------------------------------------------------ */
 
 static void test_exit(void **state)
@@ -397,6 +539,8 @@ int main(void)
                 cmocka_unit_test(test_run_round_trip),
                 cmocka_unit_test(test_run_missing_and_duplicate_fields),
                 cmocka_unit_test(test_run_bad_env),
+                cmocka_unit_test(test_run_files_fields),
+                cmocka_unit_test(test_file),
                 cmocka_unit_test(test_exit),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

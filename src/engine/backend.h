@@ -27,6 +27,7 @@ enum {
         BACKEND_BUILT_IMAGE       = 1u << 2,    /* runs a root built beforehand (a guest image):
                                                  * what it lacks is reported, not required */
         BACKEND_FILES             = 1u << 3,    /* files in, files out (output/, return_files) */
+        BACKEND_INTERACTIVE       = 1u << 4,    /* interactive stdin (sessions): has stdin_more */
 };
 
 /* What the engine hands a backend when it starts; every pointer outlives the backend. */
@@ -58,6 +59,10 @@ typedef struct backend_ops {
         int (*process)(hxs_exec *x);
         void (*kill)(hxs_exec *x);
         void (*release)(hxs_exec *x);           /* kill, reap, remove; never fails */
+        /* BACKEND_INTERACTIVE: bytes were queued on x's stdin or it is to close
+         * (exec.h, exec_stdin_*): write what the fd takes now, the rest when it is
+         * writable again. Called only between a successful start and the end. */
+        void (*stdin_more)(hxs_exec *x);
 } backend_ops;
 
 extern const backend_ops ns_backend;

@@ -136,6 +136,12 @@ int hxs_exec_start(hxs_engine *e, const hxs_request *req, hxs_exec **ret, hxs_er
                                       "files: the %s backend does not take files in or return them yet "
                                       "(files and return_files need the namespaces backend)", e->ops->name);
         }
+        if (copy->interactive && !(e->ops->features & BACKEND_INTERACTIVE)) {
+                hxs_request_free(copy);
+                return err_fail(err, HXS_ERR_INVALID, -EOPNOTSUPP,
+                                "sessions: the %s backend cannot stream stdin into a running program yet "
+                                "(sessions need the namespaces backend)", e->ops->name);
+        }
         _cleanup_(exec_freep) hxs_exec *x = NULL;
         r = exec_new(e, copy, &x, err);
         if (r < 0)

@@ -103,7 +103,79 @@ void exec_free(hxs_exec *x)
                 close(x->epfd);
         capbuf_free(&x->out);
         capbuf_free(&x->err);
+        free(x->stdin_q);
         hxs_result_clear(&x->result);
         hxs_request_free(x->req);
         free(x);
+}
+
+/* ---- interactive stdin: a queue here, drained by the backend -------------------------- */
+
+/* The backend hears of new bytes only once it runs the program (x->priv set by
+ * exec_backend_start; a packages= step may still be running). */
+static void stdin_kick(hxs_exec *x)
+{
+        if (x->priv && !x->done && x->engine->ops->stdin_more)
+                x->engine->ops->stdin_more(x);
+}
+
+int exec_stdin_write(hxs_exec *x, const void *data, size_t len)
+{
+        if (!x->req->interactive)
+                return -EINVAL;
+        if (x->stdin_gone || x->stdin_closing || x->done)
+                return -EPIPE;
+        if (len == 0)
+                return 0;
+        size_t live = x->stdin_q_len - x->stdin_q_off;
+        if (len > EXEC_STDIN_QUEUE_MAX - live)
+                return -ENOBUFS;
+        if (x->stdin_q_off > 0) { /* what was written goes first */
+                memmove(x->stdin_q, x->stdin_q + x->stdin_q_off, live);
+                x->stdin_q_len = live;
+                x->stdin_q_off = 0;
+        }
+        if (live + len > x->stdin_q_cap) {
+                size_t cap = x->stdin_q_cap ? x->stdin_q_cap : 4096;
+                while (cap < live + len)
+                        cap *= 2;
+                char *q = realloc(x->stdin_q, cap);
+                if (!q)
+                        return -ENOMEM;
+                x->stdin_q = q;
+                x->stdin_q_cap = cap;
+        }
+        memcpy(x->stdin_q + x->stdin_q_len, data, len);
+        x->stdin_q_len += len;
+        stdin_kick(x);
+        return 0;
+}
+
+void exec_stdin_close(hxs_exec *x)
+{
+        if (!x->req->interactive || x->stdin_closing || x->stdin_gone)
+                return;
+        x->stdin_closing = true;
+        stdin_kick(x);
+}
+
+size_t exec_stdin_pending(const hxs_exec *x, const char **ret_data)
+{
+        *ret_data = x->stdin_q + x->stdin_q_off;
+        return x->stdin_q_len - x->stdin_q_off;
+}
+
+void exec_stdin_consumed(hxs_exec *x, size_t n)
+{
+        x->stdin_q_off += n;
+        if (x->stdin_q_off >= x->stdin_q_len)
+                x->stdin_q_off = x->stdin_q_len = 0;
+}
+
+void exec_stdin_gone(hxs_exec *x)
+{
+        x->stdin_gone = true;
+        free(x->stdin_q);
+        x->stdin_q = NULL;
+        x->stdin_q_len = x->stdin_q_off = x->stdin_q_cap = 0;
 }

@@ -32,6 +32,11 @@ struct hxs_exec {
         void *out_userdata;
         uint64_t printed;               /* both streams, against MAX_STREAM_BYTES */
         bool output_limited;            /* killed past it */
+        /* interactive stdin (request->interactive): bytes queued, not yet written */
+        char *stdin_q;
+        size_t stdin_q_len, stdin_q_off, stdin_q_cap;
+        bool stdin_closing;             /* exec_stdin_close: close once the queue is drained */
+        bool stdin_gone;                /* the program's stdin is closed: nothing more goes */
         bool timed_out, killed, done, setup_failed, taken;
         hxs_error setup_error;
         hxs_result result;
@@ -46,3 +51,19 @@ int exec_backend_start(hxs_exec *x, hxs_error *err);
 int exec_process(hxs_exec *x);
 void exec_kill(hxs_exec *x);
 void exec_free(hxs_exec *x);
+
+/* Interactive stdin (sessions). The caller queues bytes for the running program;
+ * the backend (BACKEND_INTERACTIVE, its stdin_more op) writes them as its fd allows.
+ * Bytes queued before the backend has started go once it has. */
+#define EXEC_STDIN_QUEUE_MAX (64u << 20)
+/* 0, -EPIPE once stdin is closed or the execution ended, -ENOBUFS past the queue's
+ * bound, -ENOMEM, -EINVAL for an execution that is not interactive. */
+int exec_stdin_write(hxs_exec *x, const void *data, size_t len);
+/* The program gets EOF once what is queued is written. */
+void exec_stdin_close(hxs_exec *x);
+/* For the backend: what is queued (its length, 0: nothing), and n bytes of it written. */
+size_t exec_stdin_pending(const hxs_exec *x, const char **ret_data);
+void exec_stdin_consumed(hxs_exec *x, size_t n);
+/* For the backend: the program's stdin is closed (written out after a close, or the
+ * program closed it); the queue goes. */
+void exec_stdin_gone(hxs_exec *x);

@@ -37,6 +37,15 @@ void hxs_exec_set_output(hxs_exec *x, hxs_output_fn fn, void *userdata)
 
 bool exec_output(hxs_exec *x, int stream, const void *data, size_t len)
 {
+        if (x->req->interactive) {
+                /* a session's driver: its protocol lines go to the session manager, which
+                 * bounds each cell itself; stderr keeps a head and tail for its end */
+                if (x->out_fn)
+                        x->out_fn(x->out_userdata, stream, data, len);
+                if (stream == 2)
+                        (void)capbuf_append(&x->err, data, len);
+                return false;
+        }
         uint64_t limit = x->engine->cfg.max_stream_bytes;
         if (x->out_fn && x->printed < limit) {
                 uint64_t room = limit - x->printed;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "pkg/packages.h"
 #include "engine/request.h"
+#include "engine/runtime.h"
 
 static const struct {
         const char *name;
@@ -61,6 +62,7 @@ void hxs_request_free(hxs_request *req)
                 free(req->packages[i]);
         request_files_free(req);
         free(req->packages);
+        strv_free(req->argv);
         free(req);
 }
 
@@ -131,6 +133,28 @@ int hxs_request_add_package(hxs_request *req, const char *requirement)
         return 0;
 }
 
+int request_set_interactive(hxs_request *req, const char *const *argv)
+{
+        char **copy = NULL;
+        if (argv) {
+                size_t n = 0;
+                while (argv[n])
+                        n++;
+                copy = calloc(n + 1, sizeof(*copy));
+                if (!copy)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        if (!(copy[i] = strdup(argv[i]))) {
+                                strv_free(copy);
+                                return -ENOMEM;
+                        }
+        }
+        strv_free(req->argv);
+        req->argv = copy;
+        req->interactive = true;
+        return 0;
+}
+
 int request_dup(const hxs_request *src, hxs_request **ret)
 {
         hxs_request *req = hxs_request_new();
@@ -152,6 +176,9 @@ int request_dup(const hxs_request *src, hxs_request **ret)
                 if ((r = hxs_request_add_package(req, src->packages[i])) < 0)
                         goto fail;
         if ((r = request_files_dup(src, req)) < 0)
+                goto fail;
+        if (src->interactive &&
+            (r = request_set_interactive(req, (const char *const *)src->argv)) < 0)
                 goto fail;
         *ret = req;
         return 0;
@@ -197,7 +224,7 @@ int hxs_request_validate(hxs_request *req, const hxs_config *cfg, hxs_error *err
                                       cfg->max_stdin_bytes);
         if (req->timeout_s == 0)
                 req->timeout_s = cfg->default_timeout_s;
-        if (req->timeout_s > cfg->max_timeout_s)
+        if (req->timeout_s > cfg->max_timeout_s && !req->interactive)
                 return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "timeout",
                                       "timeout: %u exceeds the maximum %u seconds",
                                       req->timeout_s, cfg->max_timeout_s);

@@ -35,6 +35,12 @@ struct hxs_request {
         size_t n_files, cap_files;
         char **return_globs;            /* files out, besides output/ */
         size_t n_globs, cap_globs;
+        /* Library-internal (sessions), never from JSON: stdin is a queue fed while the
+         * program runs (exec_stdin_write), its timeout is bounded by the caller (not
+         * MAX_TIMEOUT), MAX_STREAM_BYTES does not end it, and it always starts cold. */
+        bool interactive;
+        char **argv;                    /* NULL-terminated, argv[0] absolute: exec'd instead
+                                         * of the language's interpreter (NULL: that one) */
 };
 
 /* request-files.c: the files in and the return globs of a request. */
@@ -51,6 +57,9 @@ int request_files_dup(const hxs_request *src, hxs_request *dst);
 void request_files_free(hxs_request *req);
 /* The bytes the files hold in all. */
 uint64_t request_files_bytes(const hxs_request *req);
+
+/* Makes req interactive, running argv (copied; NULL: the language's interpreter). */
+int request_set_interactive(hxs_request *req, const char *const *argv);
 
 /* Deep copy (for an execution to own its request). */
 int request_dup(const hxs_request *src, hxs_request **ret);

@@ -189,7 +189,7 @@ static int clone_sandbox(void *ctx, const ns_child_args *child, ns_born *ret, hx
         int r;
         /* An installed package set runs warm from a template that has imported none of
          * the modules it provides (see pkgcache.c, set_warmth); the installer, cold. */
-        if (!child->target_dir && (!child->pkgs_dir || c->x->pkgs.warm != PKG_WARM_NONE) &&
+        if (!child->target_dir && !req->interactive && (!child->pkgs_dir || c->x->pkgs.warm != PKG_WARM_NONE) &&
             template_eligible(b->templates, req)) {
                 template_kind kind = template_pick(req, child->pkgs_dir != NULL);
                 if (child->pkgs_dir && c->x->pkgs.warm == PKG_WARM_PLAIN)
@@ -239,6 +239,17 @@ static int place_sandbox(void *ctx, pid_t pid, hxs_error *err)
         return cg_exec_attach(&c->nx->cg, pid, c->joined, err);
 }
 
+/* What the stdin pipe is watched for: a request's stdin until it is written; an
+ * interactive one only while bytes (or a close) are queued, else a writable pipe would
+ * wake the loop forever (its hang-up is still reported). */
+static uint32_t stdin_events(const hxs_exec *x)
+{
+        const char *data;
+        if (!x->req->interactive || exec_stdin_pending(x, &data) > 0 || x->stdin_closing)
+                return EPOLLOUT;
+        return 0;
+}
+
 /* The timer and every descriptor of the sandbox in the execution's epoll fd. */
 static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *err)
 {
@@ -253,7 +264,7 @@ static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *
             (r = epoll_add(x->epfd, c->report_fd, EPOLLIN, TAG_REPORT)) < 0 ||
             (r = epoll_add(x->epfd, c->pidfd, EPOLLIN, TAG_PIDFD)) < 0 ||
             (r = epoll_add(x->epfd, nx->timer_fd, EPOLLIN, TAG_TIMER)) < 0 ||
-            (c->stdin_fd >= 0 && (r = epoll_add(x->epfd, c->stdin_fd, EPOLLOUT, TAG_STDIN)) < 0))
+            (c->stdin_fd >= 0 && (r = epoll_add(x->epfd, c->stdin_fd, stdin_events(x), TAG_STDIN)) < 0))
                 return err_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
         return 0;
 }
@@ -292,7 +303,8 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
-                        .interpreter = runtime_table[req->language].path,
+                        .interpreter = req->argv ? req->argv[0] : runtime_table[req->language].path,
+                        .argv = req->argv,
                         .code_name = runtime_table[req->language].file, .init_fd = b->init_fd,
                         .sitecustomize = embed_charts_py,
                         .memory_mb = req->memory_mb,
@@ -302,7 +314,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .has_files = files_fd >= 0, .files_fd = files_fd,
                 },
                 .code = req->code, .code_len = req->code_len, .envp = nx->envp,
-                .with_stdin = req->stdin_data != NULL, .uid_base = cfg->uid_base,
+                .with_stdin = req->stdin_data != NULL || req->interactive, .uid_base = cfg->uid_base,
                 .clone = clone_sandbox, .place = place_sandbox, .ctx = &ctx,
         };
 
@@ -418,10 +430,55 @@ static void read_output(hxs_exec *x, int *fd, int stream)
         }
 }
 
+/* An interactive program's stdin: the queue written as the pipe takes it; closed once
+ * drained after exec_stdin_close, or when the program no longer reads it. */
+static void write_stdin_queue(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        const char *data;
+        size_t len;
+        while ((len = exec_stdin_pending(x, &data)) > 0) {
+                ssize_t n = write(nx->stdin_fd, data, len);
+                if (n > 0) {
+                        exec_stdin_consumed(x, (size_t)n);
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = TAG_STDIN };
+                        (void)epoll_ctl(x->epfd, EPOLL_CTL_MOD, nx->stdin_fd, &ev);
+                        return;
+                }
+                goto gone; /* EPIPE: the program closed its stdin */
+        }
+        if (!x->stdin_closing) {
+                struct epoll_event ev = { .events = 0, .data.u64 = TAG_STDIN };
+                (void)epoll_ctl(x->epfd, EPOLL_CTL_MOD, nx->stdin_fd, &ev);
+                return;
+        }
+gone:
+        epoll_close(x->epfd, &nx->stdin_fd);
+        exec_stdin_gone(x);
+}
+
+static void ns_stdin_more(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        if (nx->stdin_fd >= 0)
+                write_stdin_queue(x);
+        else
+                exec_stdin_gone(x);
+}
+
 static void write_stdin(hxs_exec *x)
 {
         struct ns_exec *nx = x->priv;
         const hxs_request *req = x->req;
+        if (req->interactive) {
+                write_stdin_queue(x);
+                return;
+        }
         while (nx->stdin_off < req->stdin_len) {
                 ssize_t n = write(nx->stdin_fd, req->stdin_data + nx->stdin_off, req->stdin_len - nx->stdin_off);
                 if (n > 0) {
@@ -487,7 +544,13 @@ static int ns_process(hxs_exec *x)
                         read_output(x, &nx->stderr_fd, 2);
                         break;
                 case TAG_STDIN:
-                        write_stdin(x);
+                        if (x->req->interactive && (evs[i].events & (EPOLLERR | EPOLLHUP))) {
+                                /* the program closed its stdin: nothing queued can go */
+                                epoll_close(x->epfd, &nx->stdin_fd);
+                                exec_stdin_gone(x);
+                        } else {
+                                write_stdin(x);
+                        }
                         break;
                 case TAG_REPORT:
                         read_report(x);
@@ -699,7 +762,7 @@ static void ns_stats(void *state, hxs_engine_stats *st)
 
 const backend_ops ns_backend = {
         .name = "namespaces",
-        .features = BACKEND_INSTALLS_PACKAGES | BACKEND_WARM | BACKEND_FILES,
+        .features = BACKEND_INSTALLS_PACKAGES | BACKEND_WARM | BACKEND_FILES | BACKEND_INTERACTIVE,
         .exec_size = sizeof(struct ns_exec),
         .usable = ns_usable,
         .probe = ns_probe,
@@ -711,4 +774,5 @@ const backend_ops ns_backend = {
         .process = ns_process,
         .kill = ns_kill,
         .release = ns_release,
+        .stdin_more = ns_stdin_more,
 };

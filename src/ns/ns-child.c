@@ -117,7 +117,7 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
                 return;
         }
         char *argv[] = { (char *)a->interpreter, ret->code_path, NULL };
-        execve(a->interpreter, argv, pl->env);
+        execve(a->interpreter, a->argv ? a->argv : argv, pl->env);
         ns_child_die("executing %s", a->interpreter);
 }
 

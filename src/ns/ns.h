@@ -52,6 +52,8 @@ typedef struct ns_child_args {
         const char *mountpoint;         /* empty directory the new root is built on */
         const char *interpreter;        /* absolute path, exec'd (cold) */
         const char *code_name;          /* "main.py": the code goes to /code/<code_name> */
+        char *const *argv;              /* NULL-terminated, exec'd (argv[0] is interpreter);
+                                         * NULL: { interpreter, /code/<code_name> } */
         const char *sitecustomize;      /* Python's, in /etc/python3.X (charts.py); NULL: the host's */
         int payload_fd;                 /* sealed memfd: code and environment (payload.h) */
         bool has_files;                 /* files_fd is set: */

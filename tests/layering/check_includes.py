@@ -17,13 +17,15 @@ from pathlib import Path
 
 # folder -> folders of src/ it must not include from, and why
 FORBIDDEN = {
-    "core": ({"engine", "ns", "vm", "pkg", "server", "cli", "proto"}, "core is the bottom layer: it reaches up to nothing"),
-    "engine": ({"ns", "vm", "server"}, "the engine reaches its backends only through the backend interface"),
-    "ns": ({"server"}, "a backend knows nothing of the service"),
-    "vm": ({"server", "ns"}, "a backend knows nothing of the service, nor of the other backend"),
-    "pkg": ({"server", "vm"}, "packages= knows nothing of the service nor of the microVMs"),
+    "core": ({"engine", "ns", "vm", "pkg", "server", "cli", "proto", "session"}, "core is the bottom layer: it reaches up to nothing"),
+    "engine": ({"ns", "vm", "server", "session"}, "the engine reaches its backends only through the backend interface"),
+    "ns": ({"server", "session"}, "a backend knows nothing of the service"),
+    "vm": ({"server", "ns", "session"}, "a backend knows nothing of the service, nor of the other backend"),
+    "pkg": ({"server", "vm", "session"}, "packages= knows nothing of the service nor of the microVMs"),
+    "session": ({"ns", "vm", "pkg", "server", "cli", "proto"},
+                "sessions run on the engine (one interactive execution): they know no backend nor the service"),
     "server": ({"ns", "vm", "pkg", "cli"}, "the service does not know which isolation runs (architecture.md)"),
-    "proto": ({"engine", "ns", "vm", "pkg", "server", "cli"}, "the wire protocol stands alone: the guest agent links it"),
+    "proto": ({"engine", "ns", "vm", "pkg", "server", "cli", "session"}, "the wire protocol stands alone: the guest agent links it"),
 }
 
 # src/cli is a small CLI over the library: it may include only these.

@@ -16,6 +16,8 @@ int cli_image(int argc, char **argv);
  * invalid options or settings. */
 int cli_serve(int argc, char **argv);
 int cli_settings(int argc, char **argv);
+/* `mcp`: the MCP server over stdio (cli-mcp.c); 0 at the end of stdin. */
+int cli_mcp(int argc, char **argv);
 
 /* exec's files (cli-exec-files.c): --file LOCAL[:PATH] added to req, and the result's
  * files written under dir (--out). -errno with the reason in why. */

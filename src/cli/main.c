@@ -13,6 +13,7 @@ static const struct {
 } verbs[] = {
         { "exec", cli_exec, "run code in a fresh sandbox and print what it printed" },
         { "serve", cli_serve, "run the HTTP service" },
+        { "mcp", cli_mcp, "the MCP server over stdio (for agents' MCP clients)" },
         { "doctor", cli_doctor, "check which isolation features this host has" },
         { "image", cli_image, "build or inspect the microVM guest image" },
         { "settings", cli_settings, "print every setting; --markdown: docs/configuration.md" },
@@ -33,6 +34,12 @@ int main(int argc, char **argv)
         if (argc < 2) {
                 usage(stderr);
                 return 2;
+        }
+        if (strcmp(argv[1], "help") == 0 && argc > 2) {
+                /* help VERB: the verb's own --help */
+                for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+                        if (strcmp(argv[2], verbs[i].name) == 0)
+                                return verbs[i].run(2, (char *[]){ argv[2], (char *)"--help", NULL });
         }
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
                 usage(stdout);

@@ -17,22 +17,28 @@ from pathlib import Path
 
 # folder -> folders of src/ it must not include from, and why
 FORBIDDEN = {
-    "core": ({"engine", "ns", "vm", "pkg", "server", "cli", "proto", "session"}, "core is the bottom layer: it reaches up to nothing"),
-    "engine": ({"ns", "vm", "server", "session"}, "the engine reaches its backends only through the backend interface"),
-    "ns": ({"server", "session"}, "a backend knows nothing of the service"),
-    "vm": ({"server", "ns", "session"}, "a backend knows nothing of the service, nor of the other backend"),
-    "pkg": ({"server", "vm", "session"}, "packages= knows nothing of the service nor of the microVMs"),
-    "session": ({"ns", "vm", "pkg", "server", "cli", "proto"},
+    "core": ({"engine", "ns", "vm", "pkg", "server", "cli", "proto", "mcp", "session"}, "core is the bottom layer: it reaches up to nothing"),
+    "engine": ({"ns", "vm", "server", "mcp", "session"}, "the engine reaches its backends only through the backend interface"),
+    "ns": ({"server", "mcp", "session"}, "a backend knows nothing of the service"),
+    "vm": ({"server", "ns", "mcp", "session"}, "a backend knows nothing of the service, nor of the other backend"),
+    "pkg": ({"server", "vm", "mcp", "session"}, "packages= knows nothing of the service nor of the microVMs"),
+    "session": ({"ns", "vm", "pkg", "server", "cli", "proto", "mcp"},
                 "sessions run on the engine (one interactive execution): they know no backend nor the service"),
     "server": ({"ns", "vm", "pkg", "cli"}, "the service does not know which isolation runs (architecture.md)"),
-    "proto": ({"engine", "ns", "vm", "pkg", "server", "cli", "session"}, "the wire protocol stands alone: the guest agent links it"),
+    "proto": ({"engine", "ns", "vm", "pkg", "server", "cli", "mcp", "session"}, "the wire protocol stands alone: the guest agent links it"),
+    "mcp": ({"ns", "vm", "pkg", "server", "cli", "proto"},
+            "the MCP protocol is transport-free: it speaks to the engine, sessions and core, never to the service's internals"),
 }
 
 # src/cli is a small CLI over the library: it may include only these.
 CLI_ALLOWED_DIRS = {"hexr-sandbox", "core", "cli"}
-# The server's public face: what `serve` needs to start, run and stop the service.
-SERVER_PUBLIC = {"server/serve.h"}
-CLI_RULE = "the CLI uses the public header (include/), core and the server's public face only"
+# The server's public face: what `serve` needs to start, run and stop the service; and
+# the MCP protocol's face, which `mcp` speaks over stdio.
+SERVER_PUBLIC = {"server/serve.h", "mcp/mcp.h"}
+# The service reaches the MCP protocol through its face only.
+MCP_PUBLIC = {"mcp/mcp.h"}
+MCP_RULE = "the service uses the MCP protocol's face (mcp/mcp.h) only"
+CLI_RULE = "the CLI uses the public header (include/), core, the server's and the MCP protocol's public faces only"
 
 # Violations tolerated while work removes them (a new one fails the check; the check
 # says which entries no longer occur). None is left: every include follows the rules.
@@ -64,6 +70,8 @@ def violations(root: Path):
             if folder == "cli":
                 if top not in CLI_ALLOWED_DIRS and target not in SERVER_PUBLIC:
                     found.append((rel, n, target, CLI_RULE))
+            elif folder == "server" and top == "mcp" and target not in MCP_PUBLIC:
+                found.append((rel, n, target, MCP_RULE))
             elif folder in FORBIDDEN and top in FORBIDDEN[folder][0]:
                 found.append((rel, n, target, FORBIDDEN[folder][1]))
     return found

@@ -6,7 +6,7 @@
 
 import { type Address, parseUrl } from "./address.js";
 import { SandboxError, SandboxInternalError, SandboxUnavailableError } from "./errors.js";
-import { type FilesOption, inlineEntry, multipartBody, needsMultipart, normaliseFiles, type StreamBody } from "./files.js";
+import { encodeBody, type FilesOption, type StreamBody } from "./files.js";
 import { decodeJson, errorFromResponse } from "./reply.js";
 import { ExecResult } from "./result.js";
 import {
@@ -176,6 +176,19 @@ function env(name: string): string | undefined {
   return process.env[name] || undefined;
 }
 
+/** What a {@link Session} uses of its client (not part of the package's exports). */
+export interface ClientInternals {
+  /** The address of the next request. */
+  address(client: Client): Address;
+  /** Sends with the client's retries and TLS; resolves with the first reply in `ok`. */
+  open(client: Client, address: Address, spec: Omit<RequestSpec, "tls">, ok: readonly number[]): Promise<OpenResponse>;
+  /** How long to wait for the reply of a run of `timeout` seconds. */
+  readTimeout(client: Client, timeout: number | undefined, packages: Iterable<string> | undefined): number;
+}
+
+/** Set by {@link Client}'s static block, so that only this package reaches its private parts. */
+export let internals: ClientInternals;
+
 /**
  * A connection profile for one sandbox service.
  *
@@ -188,6 +201,14 @@ function env(name: string): string | undefined {
  * ```
  */
 export class Client {
+  static {
+    internals = {
+      address: (c) => c.#resolve(),
+      open: (c, address, spec, ok) => c.#withRetries(address, spec, ok),
+      readTimeout: (c, timeout, packages) => c.#readTimeout({ timeout, packages }),
+    };
+  }
+
   readonly #address: Address | null;
   readonly #tls: TlsFiles;
   readonly #onRetry: ((event: RetryEvent) => void) | undefined;
@@ -421,14 +442,14 @@ export class Client {
    * used up; throws the last failure (with `attempts` set). The 200's body is the
    * caller's to read (whole, or as it comes).
    */
-  async #withRetries(address: Address, spec: Omit<RequestSpec, "tls">): Promise<OpenResponse> {
+  async #withRetries(address: Address, spec: Omit<RequestSpec, "tls">, ok: readonly number[] = [200]): Promise<OpenResponse> {
     const policy = new RetryPolicy(this.retries ?? retriesFromEnv(), this.retryWaitMax, this.retryBackoff);
     let waited = 0;
     for (let attempt = 0; ; attempt++) {
       let error: SandboxError;
       try {
         const reply = await open(address, { ...spec, tls: this.#tlsFiles() });
-        if (reply.status === 200) return reply;
+        if (ok.includes(reply.status)) return reply;
         let body: Buffer;
         try {
           body = await readAll(address, reply.body);
@@ -462,11 +483,30 @@ function hasAny(values: Iterable<string>): boolean {
  * else is the service's to validate (its 400 names the field and the rule).
  */
 function encodeRequest(code: unknown, options: ExecOptions): Uint8Array | StreamBody {
+  checkCode(code);
+  const body: Record<string, unknown> = { code, language: options.language ?? "python" };
+  if (options.timeout !== undefined) body["timeout"] = options.timeout;
+  wireFields(body, options);
+  if (options.stdin !== undefined) body["stdin"] = options.stdin;
+  return encodeBody(body, options.files);
+}
+
+/** @throws TypeError `code` is not a string. */
+export function checkCode(code: unknown): asserts code is string {
   if (typeof code !== "string") {
     throw new TypeError(`code must be a string, not ${code === null ? "null" : typeof code}`);
   }
-  const body: Record<string, unknown> = { code, language: options.language ?? "python" };
-  if (options.timeout !== undefined) body["timeout"] = options.timeout;
+}
+
+/**
+ * The options exec and sessions share, in their wire names: `memory_mb`, `env_vars`
+ * (an object or a Map), `packages` and `return_files` (any iterable; one string is
+ * one glob). Left out, they are not sent.
+ */
+export function wireFields(
+  body: Record<string, unknown>,
+  options: Pick<ExecOptions, "memoryMb" | "envVars" | "packages" | "returnFiles">,
+): void {
   if (options.memoryMb !== undefined) body["memory_mb"] = options.memoryMb;
   if (options.envVars !== undefined) {
     body["env_vars"] = options.envVars instanceof Map ? Object.fromEntries(options.envVars) : options.envVars;
@@ -477,19 +517,12 @@ function encodeRequest(code: unknown, options: ExecOptions): Uint8Array | Stream
       ? Array.from(p as Iterable<unknown>)
       : p;
   }
-  if (options.stdin !== undefined) body["stdin"] = options.stdin;
   if (options.returnFiles !== undefined) {
     const r: unknown = options.returnFiles;
     body["return_files"] = typeof r === "string" ? [r]
       : typeof r === "object" && r !== null && Symbol.iterator in r ? Array.from(r as Iterable<unknown>) : r;
   }
-  const specs = normaliseFiles(options.files);
-  if (needsMultipart(specs)) return multipartBody(json(body), specs);
-  if (options.files !== undefined) body["files"] = specs.map(inlineEntry);
-  return json(body);
 }
 
-// Lone surrogates come out escaped (\udxxx): the service judges them.
-function json(body: Record<string, unknown>): Uint8Array {
-  return Buffer.from(JSON.stringify(body), "utf8");
-}
+/** Checks option names (a typo is a TypeError naming it, never dropped). */
+export { checkKeys, seconds };

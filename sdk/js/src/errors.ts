@@ -103,3 +103,41 @@ export class SandboxOverloadedError extends SandboxError {
  * HTTP response, or a status the contract does not define.
  */
 export class SandboxInternalError extends SandboxError {}
+
+/** Fields of a {@link SessionEndedError}. */
+export interface SessionEndedErrorInit extends SandboxErrorInit {
+  /**
+   * Why the session ended (the session object's `ended_reason`): `deleted`,
+   * `idle_timeout`, `lifetime`, `cell_timeout`, `memory_limit`, `crashed`, `protocol`,
+   * `shutdown`; `null` when the service did not say.
+   */
+  reason?: string | null;
+  /** The cell that was running when the session ended, when there was one. */
+  result?: CellResultLike | null;
+}
+
+/** What a {@link SessionEndedError} keeps of the cell it ended (a `CellResult`). */
+export interface CellResultLike {
+  readonly status: string;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * The session is over: the service answered 410 (`session_ended`), a cell ended with
+ * the session (`status` `session_ended`: its memory limit, its lifetime, a crash), or
+ * this object's session was closed. `message` says why; `reason` is the machine word.
+ * Every later call on that session throws it too, without a request.
+ */
+export class SessionEndedError extends SandboxError {
+  /** The session's `ended_reason`, or `null` when the service did not say. */
+  readonly reason: string | null;
+  /** The cell the session ended during (its output so far), or `null`. */
+  readonly result: CellResultLike | null;
+
+  constructor(message: string, init: SessionEndedErrorInit = {}) {
+    super(message, { code: "session_ended", ...init });
+    this.reason = init.reason ?? null;
+    this.result = init.result ?? null;
+  }
+}

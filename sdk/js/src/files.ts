@@ -130,3 +130,42 @@ function quoted(path: string): string {
   }
   return path;
 }
+
+/**
+ * A request body: `body` as JSON with `files` inline, or multipart (the JSON part
+ * first) when a Blob is given or the in-memory files are large. The same rule for
+ * every route that takes files (exec, sessions, cells).
+ *
+ * @throws TypeError `files` has the wrong shape.
+ */
+export function encodeBody(body: Record<string, unknown>, files: unknown): Uint8Array | StreamBody {
+  const specs = normaliseFiles(files);
+  if (needsMultipart(specs)) return multipartBody(jsonBytes(body), specs);
+  if (files !== undefined && files !== null) body["files"] = specs.map(inlineEntry);
+  return jsonBytes(body);
+}
+
+// Lone surrogates come out escaped (\udxxx): the service judges them.
+function jsonBytes(body: Record<string, unknown>): Uint8Array {
+  return Buffer.from(JSON.stringify(body), "utf8");
+}
+
+/**
+ * One file's content as a raw request body (a session's `PUT .../files/{path}`): a
+ * Blob is streamed as it is sent, and read again on a retry.
+ *
+ * @throws TypeError content is not a string, bytes or a Blob.
+ */
+export function rawBody(content: unknown): Uint8Array | StreamBody {
+  const s = spec(0, ["content", content]);
+  if (s.text !== undefined) return Buffer.from(s.text, "utf8");
+  if (s.bytes !== undefined) return s.bytes;
+  const blob = s.blob!;
+  return {
+    contentType: "application/octet-stream",
+    length: blob.size,
+    async *chunks() {
+      for await (const chunk of blob.stream() as unknown as AsyncIterable<Uint8Array>) yield chunk;
+    },
+  };
+}

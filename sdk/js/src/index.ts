@@ -31,6 +31,9 @@
  * {@link ExecResult}; a service that cannot be reached or rejects the request throws a
  * {@link SandboxError} subclass.
  *
+ * A {@link Session} keeps one sandbox across calls (state, files), for notebooks and
+ * agents: `await using s = await Session.create(); (await s.exec("1 + 1")).value`.
+ *
  * @module
  */
 
@@ -57,8 +60,20 @@ export {
   SandboxOverloadedError,
   SandboxRequestError,
   SandboxUnavailableError,
+  SessionEndedError,
 } from "./errors.js";
-export type { SandboxErrorInit, SandboxOverloadedErrorInit } from "./errors.js";
+export type { CellResultLike, SandboxErrorInit, SandboxOverloadedErrorInit, SessionEndedErrorInit } from "./errors.js";
+export { type CellEvent, type CellOptions, Session, type SessionCallOptions, type SessionOptions } from "./session.js";
+export {
+  type CellException,
+  type CellOutput,
+  CellResult,
+  type CellStatus,
+  type MimeBundle,
+  type SessionFile,
+  type SessionInfo,
+  type SessionState,
+} from "./cell.js";
 export { type ExecError, ExecResult, type ExecResponse, type FileInfo, type FileResponse } from "./result.js";
 export {
   DEFAULT_RETRIES,

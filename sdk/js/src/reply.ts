@@ -12,6 +12,7 @@ import {
   SandboxOverloadedError,
   SandboxRequestError,
   SandboxUnavailableError,
+  SessionEndedError,
 } from "./errors.js";
 import type { Response } from "./transport.js";
 
@@ -78,11 +79,25 @@ export function errorFromResponse(address: Address, response: Response): Sandbox
       retryAfter: parseRetryAfter(response.headers["retry-after"]),
     });
   }
+  if (status === 410) {
+    // Only session routes answer 410: the session is over (its message says why).
+    return new SessionEndedError(message, { status, code, reason: endedReason(doc) });
+  }
   if (status === 502 || status === 503 || status === 504) {
     return new SandboxUnavailableError(message, { status, code });
   }
   if (status >= 400 && status < 500) return new SandboxRequestError(message, { status, code });
   return new SandboxInternalError(message, { status, code });
+}
+
+// A 410's error document may carry the session object or its ended_reason.
+function endedReason(doc: unknown): string | null {
+  if (typeof doc !== "object" || doc === null) return null;
+  const d = doc as Record<string, unknown>;
+  const err = d["error"] as Record<string, unknown> | undefined;
+  const session = (d["session"] ?? err?.["session"]) as Record<string, unknown> | undefined;
+  const reason = err?.["reason"] ?? err?.["ended_reason"] ?? session?.["ended_reason"];
+  return typeof reason === "string" ? reason : null;
 }
 
 /**

@@ -269,7 +269,8 @@ export class ExecResult {
   }
 }
 
-function filesField(doc: Record<string, unknown>): { fileInfo: FileInfo[]; files: Map<string, Uint8Array> } {
+/** @internal (also the cell results'). */
+export function filesField(doc: Record<string, unknown>): { fileInfo: FileInfo[]; files: Map<string, Uint8Array> } {
   const value = doc["files"] ?? null;
   const fileInfo: FileInfo[] = [];
   const files = new Map<string, Uint8Array>();
@@ -283,7 +284,8 @@ function filesField(doc: Record<string, unknown>): { fileInfo: FileInfo[]; files
   return { fileInfo, files };
 }
 
-function errorField(doc: Record<string, unknown>): ExecError | null {
+/** @internal (also the cell results'). */
+export function errorField(doc: Record<string, unknown>): ExecError | null {
   const value = doc["error"] ?? null;
   if (value === null) return null;
   if (typeof value !== "object" || Array.isArray(value)) throw bad("'error' is neither null nor an object");
@@ -294,38 +296,44 @@ function errorField(doc: Record<string, unknown>): ExecError | null {
   return { type, message };
 }
 
-function bad(detail: string): SandboxInternalError {
+/** @internal (also the cell results'). */
+export function bad(detail: string): SandboxInternalError {
   return new SandboxInternalError("unexpected response from the sandbox service: " + detail, {
     status: 200,
     code: "bad_response",
   });
 }
 
-function stringField(doc: Record<string, unknown>, name: string): string {
+/** @internal (also the cell results'). */
+export function stringField(doc: Record<string, unknown>, name: string): string {
   const value = doc[name] ?? "";
   if (typeof value !== "string") throw bad(`'${name}' is not a string`);
   return value;
 }
 
-function numberField(doc: Record<string, unknown>, name: string): number {
+/** @internal (also the cell results'). */
+export function numberField(doc: Record<string, unknown>, name: string): number {
   const value = doc[name] ?? 0;
   if (typeof value !== "number" || !Number.isFinite(value)) throw bad(`'${name}' is not a number`);
   return value;
 }
 
-function boolField(doc: Record<string, unknown>, name: string): boolean {
+/** @internal (also the cell results'). */
+export function boolField(doc: Record<string, unknown>, name: string): boolean {
   const value = doc[name] ?? false;
   if (typeof value !== "boolean") throw bad(`'${name}' is not a boolean`);
   return value;
 }
 
-function optionalIntField(doc: Record<string, unknown>, name: string): number | null {
+/** @internal (also the cell results'). */
+export function optionalIntField(doc: Record<string, unknown>, name: string): number | null {
   const value = doc[name] ?? null;
   if (value !== null && !Number.isInteger(value)) throw bad(`'${name}' is not an integer`);
   return value as number | null;
 }
 
-function idField(doc: Record<string, unknown>, name: string): string | null {
+/** @internal (also the cell results'). */
+export function idField(doc: Record<string, unknown>, name: string): string | null {
   const value = doc[name] ?? null;
   if (value === null) return null;
   if (Number.isInteger(value)) return String(value); // informational only

@@ -58,13 +58,15 @@ const STATUS_OF_CODE: Record<string, number> = {
   too_large: 413,
   unsupported_media_type: 415,
   not_found: 422,
+  session_ended: 410,
   overloaded: 429,
   quota_exceeded: 429,
   draining: 503,
   shutdown: 503,
 };
 
-function bad(address: Address, detail: string): SandboxInternalError {
+/** A `bad_response` error for a malformed event. */
+export function bad(address: Address, detail: string): SandboxInternalError {
   return new SandboxInternalError(`unexpected reply from the sandbox service at ${address.url}: ${detail}`, {
     status: 200,
     code: "bad_response",
@@ -95,7 +97,8 @@ export function interpret(address: Address, raw: RawEvent): StreamEvent | null {
   }
 }
 
-function rethrown<T>(address: Address, what: string, fn: () => T): T {
+/** Runs `fn`, giving its SandboxError as a `bad_response` about `what`. */
+export function rethrown<T>(address: Address, what: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
@@ -148,12 +151,26 @@ function fromJson(result: ExecResult): StreamEvent[] {
  * The events of an opened 200 reply, ending with the result; the reply is closed when
  * the iteration ends, however it ends.
  */
-export async function* events(address: Address, reply: OpenResponse): AsyncGenerator<StreamEvent, void, undefined> {
+export function events(address: Address, reply: OpenResponse): AsyncGenerator<StreamEvent, void, undefined> {
+  return eventsOf(address, reply, interpret, (doc) => fromJson(ExecResult.fromResponse(doc)));
+}
+
+/**
+ * The one reader of a streamed reply, for any kind of result: `one` turns each raw
+ * event into an event (`null`: ignored; one of type `result` is the last), `whole`
+ * gives the events of a service that answered with JSON instead.
+ */
+export async function* eventsOf<E extends { readonly type: string }>(
+  address: Address,
+  reply: OpenResponse,
+  one: (address: Address, raw: RawEvent) => E | null,
+  whole: (doc: unknown) => E[],
+): AsyncGenerator<E, void, undefined> {
   try {
     if (!isEventStream(reply.headers)) {
       const body = await readAll(address, reply.body);
       const response = { status: reply.status, reason: reply.reason, headers: reply.headers, body };
-      yield* fromJson(ExecResult.fromResponse(decodeJson(address, response)));
+      yield* whole(decodeJson(address, response));
       return;
     }
     const parser = new SseParser();
@@ -167,7 +184,7 @@ export async function* events(address: Address, reply: OpenResponse): AsyncGener
           throw err;
         }
         for (const raw of raws) {
-          const event = interpret(address, raw);
+          const event = one(address, raw);
           if (event === null) continue;
           yield event;
           if (event.type === "result") return;

@@ -71,7 +71,8 @@ test("npm pack: the built JS and .d.ts, and nothing surprising; installable and 
   const probe = `
     import * as sdk from "${pkg.name}";
     const names = ["exec", "isEnabled", "Client", "ExecResult", "SandboxError", "SandboxUnavailableError",
-      "SandboxRequestError", "SandboxOverloadedError", "SandboxInternalError", "parseUrl", "VERSION"];
+      "SandboxRequestError", "SandboxOverloadedError", "SandboxInternalError", "parseUrl", "VERSION",
+      "Session", "SessionEndedError", "CellResult"];
     for (const n of names) if (!(n in sdk)) throw new Error("missing export " + n);
     const r = sdk.ExecResult.fromResponse({ exit_code: 0, stdout: "x" });
     console.log(JSON.stringify({ version: sdk.VERSION, ok: r.ok, url: new sdk.Client("unix:/s").url }));
@@ -82,7 +83,8 @@ test("npm pack: the built JS and .d.ts, and nothing surprising; installable and 
   // A TypeScript consumer type-checks against the packed declarations, found through
   // the package's "exports".
   writeFileSync(join(project, "consumer.ts"), `
-    import { Client, exec, type ExecOptions, type ExecResult, SandboxOverloadedError } from "${pkg.name}";
+    import { type CellResult, Client, exec, type ExecOptions, type ExecResult, SandboxOverloadedError, Session,
+      SessionEndedError } from "${pkg.name}";
     const options: ExecOptions = { language: "bash", timeout: 5, envVars: { A: "1" } };
     export async function run(): Promise<number> {
       const r: ExecResult = await exec("echo $A", options);
@@ -91,6 +93,13 @@ test("npm pack: the built JS and .d.ts, and nothing surprising; installable and 
       // @ts-expect-error: unknown option names are type errors too
       await exec("x", { memory_mb: 1 });
       return r.exitCode + r.durationMs;
+    }
+    export async function cells(): Promise<string | null> {
+      await using s = await Session.create({ language: "python", idleTimeout: 60 });
+      await s.writeFile("a.txt", "x");
+      const c: CellResult = await s.exec("1 + 1", { onDisplay: (d) => void d["image/png"] });
+      try { await s.exec("x"); } catch (e) { if (e instanceof SessionEndedError) return e.reason; }
+      return c.value ?? c.exception?.type ?? null;
     }
   `);
   writeFileSync(join(project, "tsconfig.json"), JSON.stringify({

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the MCP module's files share (src/mcp only): the session and run structs, the
+ * tool table's entry points and the builders of JSON-RPC responses. */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "mcp/mcp.h"
+
+struct mcp_session {
+        const hxs_config *cfg;
+        char version[16];       /* negotiated; MCP_PROTOCOL_LATEST until initialize */
+};
+
+struct mcp_run {
+        json_t *id;             /* the request's id (string or integer) */
+        char *id_text;          /* the same as compact JSON */
+        json_t *token;          /* _meta.progressToken, NULL when none */
+        uint64_t progress;      /* bytes of output reported so far: always increasing */
+        const char *tool;       /* static */
+        hxs_request *req;
+};
+
+/* reply.c: a response {"jsonrpc":"2.0","id":id,"result":result} as text; result is stolen. */
+char *mcp_result_text(const json_t *id, json_t *result, size_t *ret_len);
+/* An error response; id NULL: null. */
+char *mcp_error_json(const json_t *id, int code, const char *message, size_t *ret_len);
+
+/* run.c: a run of tool for the request id (params' _meta.progressToken asks for
+ * progress); takes req. NULL on ENOMEM (req is then the caller's still). */
+mcp_run *mcp_run_new(const json_t *id, const json_t *params, const char *tool, hxs_request *req);
+
+/* tools.c: the tools array of tools/list, in a fixed order. NULL on ENOMEM. */
+json_t *mcp_tools_json(const hxs_config *cfg);
+/* tools/call: a run to start, a result known at once (bad arguments: isError), or a
+ * protocol error (unknown tool, params not an object). -ENOMEM only. */
+int mcp_tools_call(mcp_session *s, const json_t *id, const json_t *params, mcp_outcome *ret);
+
+/* run-code.c: run_code's schemas, its arguments to a request, its result. */
+json_t *mcp_run_code_input_schema(const hxs_config *cfg);
+json_t *mcp_run_code_output_schema(void);
+/* 0 and *ret_req, or -EINVAL with err naming the argument, or -ENOMEM. */
+int mcp_run_code_request(const json_t *args, const hxs_config *cfg, hxs_request **ret_req,
+                         hxs_error *err);
+/* The tool result of an execution: content, structuredContent, isError. */
+json_t *mcp_run_code_result(const hxs_result *res);
+/* A tool result {"content": [{"type":"text","text":msg}], "isError": true}. */
+json_t *mcp_tool_error_result(const char *msg);

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MCP server's face (Model Context Protocol over JSON-RPC 2.0), without a
+ * transport: mcp_handle takes one message from a client and says what to do with it
+ * (send a reply, nothing, start a tool's work, end a run the client cancelled). A tool
+ * call that runs code comes back as an mcp_run: the transport starts its request on the
+ * engine as exec does, turns output into progress notifications through
+ * mcp_run_progress and the end into the response through mcp_run_result. stdio
+ * (src/cli/cli-mcp.c) and Streamable HTTP (src/server/mcp-route.c) share every line of
+ * protocol code this way.
+ *
+ * Every text this module returns is one line of compact JSON (no '\n' in it), malloc'ed,
+ * the caller's to free.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hexr-sandbox/sandbox.h"
+
+/* Protocol versions, newest first: a client asking for another gets the newest. */
+#define MCP_PROTOCOL_LATEST "2025-11-25"
+bool mcp_version_supported(const char *version);
+
+/* One client's protocol state (the negotiated version). cfg is kept, not copied: it
+ * must outlive the session. NULL on ENOMEM. */
+typedef struct mcp_session mcp_session;
+mcp_session *mcp_session_new(const hxs_config *cfg);
+void mcp_session_free(mcp_session *s);
+/* The version initialize agreed on, or MCP_PROTOCOL_LATEST before it. */
+const char *mcp_session_version(const mcp_session *s);
+
+/* A tool call at work. Owned by the transport once handed out. */
+typedef struct mcp_run mcp_run;
+
+typedef enum mcp_action {
+        MCP_ACT_NONE = 0,       /* nothing to send: a notification or a client's response */
+        MCP_ACT_REPLY,          /* send reply (a response, or an error response) */
+        MCP_ACT_RUN,            /* start run's request; its response comes from mcp_run_* */
+        MCP_ACT_CANCEL,         /* end the run whose mcp_run_id is cancel_id; send nothing */
+        MCP_ACT_MAX,
+} mcp_action;
+
+typedef struct mcp_outcome {
+        mcp_action action;
+        char *reply;            /* MCP_ACT_REPLY */
+        size_t reply_len;
+        mcp_run *run;           /* MCP_ACT_RUN */
+        char *cancel_id;        /* MCP_ACT_CANCEL: the request id as compact JSON */
+        const char *method;     /* static: the method for metrics and logs ("other" when
+                                 * not one of ours, "invalid" when no method could be read) */
+        bool is_request;        /* the message was a request (it expects a response) */
+} mcp_outcome;
+
+/* Reads one message (untrusted bytes: strict JSON, duplicate keys refused) and fills
+ * *ret. Returns 0, or -ENOMEM (then *ret is cleared). */
+int mcp_handle(mcp_session *s, const char *msg, size_t len, mcp_outcome *ret);
+/* Frees what *o still owns (a run not taken with TAKE_PTR), zeroes it. */
+void mcp_outcome_clear(mcp_outcome *o);
+
+/* The request to start (validated against the session's cfg, as POST /api/v1/exec
+ * validates). Owned by the run. */
+const hxs_request *mcp_run_request(const mcp_run *r);
+/* The call's JSON-RPC id as compact JSON text, to match a notifications/cancelled. */
+const char *mcp_run_id(const mcp_run *r);
+/* The tool's name (static), for metrics and logs. */
+const char *mcp_run_tool(const mcp_run *r);
+/* Did the client ask for progress (a progressToken in _meta)? */
+bool mcp_run_wants_progress(const mcp_run *r);
+/* A notifications/progress carrying the chunk as its message, or NULL when the
+ * client asked for none (or on ENOMEM: progress is best effort). */
+char *mcp_run_progress(mcp_run *r, int stream, const void *data, size_t len, size_t *ret_len);
+/* The response for the execution's result: a tool result with text, images, files and
+ * structuredContent; isError when the program failed. NULL on ENOMEM. */
+char *mcp_run_result(mcp_run *r, const hxs_result *res, size_t *ret_len);
+/* The response when the sandbox could not run (err says why): a tool result with
+ * isError, the reason as its text. NULL on ENOMEM. */
+char *mcp_run_failed(mcp_run *r, const hxs_error *err, size_t *ret_len);
+void mcp_run_free(mcp_run *r); /* NULL is fine */
+
+/* A JSON-RPC error response for a message that never reached mcp_handle (a transport's
+ * own refusal: too long). id NULL: null. */
+char *mcp_error_text(const char *id_json, int code, const char *message, size_t *ret_len);
+
+#define MCP_PARSE_ERROR      (-32700)
+#define MCP_INVALID_REQUEST  (-32600)
+#define MCP_METHOD_NOT_FOUND (-32601)
+#define MCP_INVALID_PARAMS   (-32602)
+#define MCP_INTERNAL_ERROR   (-32603)

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A tool call at work (mcp_run): what the transport asks of it, its progress
+ * notifications, its response at the end; and the outcome that hands it out. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/json.h"
+#include "mcp/mcp-int.h"
+
+mcp_run *mcp_run_new(const json_t *id, const json_t *params, const char *tool, hxs_request *req)
+{
+        mcp_run *r = calloc(1, sizeof(*r));
+        if (!r)
+                return NULL;
+        r->id = json_deep_copy(id);
+        r->id_text = r->id ? json_dumps(r->id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        const json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+        if (json_is_string(token) || json_is_integer(token))
+                r->token = json_deep_copy(token);
+        r->tool = tool;
+        r->req = req;
+        if (!r->id_text || (token && (json_is_string(token) || json_is_integer(token)) && !r->token)) {
+                r->req = NULL;
+                mcp_run_free(r);
+                return NULL;
+        }
+        return r;
+}
+
+const hxs_request *mcp_run_request(const mcp_run *r) { return r->req; }
+const char *mcp_run_id(const mcp_run *r) { return r->id_text; }
+const char *mcp_run_tool(const mcp_run *r) { return r->tool; }
+bool mcp_run_wants_progress(const mcp_run *r) { return r->token != NULL; }
+
+void mcp_run_free(mcp_run *r)
+{
+        if (!r)
+                return;
+        json_decref(r->id);
+        free(r->id_text);
+        json_decref(r->token);
+        hxs_request_free(r->req);
+        free(r);
+}
+
+char *mcp_run_progress(mcp_run *r, int stream, const void *data, size_t len, size_t *ret_len)
+{
+        if (!r->token || len == 0)
+                return NULL;
+        r->progress += len;
+        json_t *msg = json_string_lossy(data, len);
+        json_t *n = json_pack("{s:s,s:s,s:{s:O,s:I,s:o}}", "jsonrpc", "2.0", "method", "notifications/progress",
+                              "params", "progressToken", r->token, "progress", (json_int_t)r->progress,
+                              "message", msg);
+        (void)stream;
+        char *text = n ? json_dumps(n, JSON_COMPACT) : NULL;
+        json_decref(n);
+        if (text)
+                *ret_len = strlen(text);
+        return text;
+}
+
+char *mcp_run_result(mcp_run *r, const hxs_result *res, size_t *ret_len)
+{
+        return mcp_result_text(r->id, mcp_run_code_result(res), ret_len);
+}
+
+char *mcp_run_failed(mcp_run *r, const hxs_error *err, size_t *ret_len)
+{
+        char msg[sizeof(err->message) + 64];
+        snprintf(msg, sizeof(msg), "the sandbox could not run: %s",
+                 err->message[0] ? err->message : "an internal error");
+        return mcp_result_text(r->id, mcp_tool_error_result(msg), ret_len);
+}
+
+void mcp_outcome_clear(mcp_outcome *o)
+{
+        free(o->reply);
+        mcp_run_free(o->run);
+        free(o->cancel_id);
+        memset(o, 0, sizeof(*o));
+}

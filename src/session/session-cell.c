@@ -20,6 +20,8 @@
 #include "engine/request.h"
 #include "session/session.h"
 
+static const item_ops cell_ops;
+
 #define BUNDLE_KEYS_MAX 32
 #define EXCEPTION_TEXT_MAX (64u << 10)
 
@@ -71,6 +73,7 @@ int hxs_session_exec(hxs_session *s, const hxs_request *cell, const hxs_cell_cal
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         it->kind = ITEM_CELL;
+        it->ops = &cell_ops;
         it->req = req;
         it->cb = *cb;
         capbuf_init(&it->out, s->cfg->max_output_bytes);
@@ -89,7 +92,7 @@ int hxs_session_exec(hxs_session *s, const hxs_request *cell, const hxs_cell_cal
         return 0;
 }
 
-void cell_free(session_item *it)
+static void cell_free(session_item *it)
 {
         hxs_request_free(it->req);
         capbuf_free(&it->out);
@@ -177,7 +180,7 @@ static void send_collect(hxs_session *s, session_item *it)
         (void)proto_send(s, cmd);
 }
 
-void cell_begin(hxs_session *s, session_item *it)
+static void cell_begin(hxs_session *s, session_item *it)
 {
         s->cells++;
         it->res.cell = s->cells;
@@ -190,7 +193,7 @@ void cell_begin(hxs_session *s, session_item *it)
         }
 }
 
-void cell_time_limit(hxs_session *s, session_item *it)
+static void cell_time_limit(hxs_session *s, session_item *it)
 {
         it->interrupt_sent = true;
         (void)proto_send(s, json_pack("{s:s, s:s}", "op", "interrupt", "id", it->id));
@@ -227,7 +230,7 @@ static void deliver(hxs_session *s, session_item *it)
         session_item_done(s);
 }
 
-void cell_abort(hxs_session *s, session_item *it)
+static void cell_abort(hxs_session *s, session_item *it)
 {
         it->res.status = HXS_CELL_SESSION_ENDED;
         bool stuck = s->end == HXS_SESSION_CELL_TIMEOUT && it->interrupt_sent;
@@ -416,7 +419,7 @@ static void on_file(hxs_session *s, session_item *it, json_t *obj)
         res->n_files++;
 }
 
-void cell_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
+static void cell_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
 {
         bool done = strcmp(ev, "done") == 0;
         switch (it->phase) {
@@ -442,3 +445,11 @@ void cell_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
                 break;
         }
 }
+
+static const item_ops cell_ops = {
+        .begin = cell_begin,
+        .event = cell_event,
+        .abort = cell_abort,
+        .time_limit = cell_time_limit,
+        .free = cell_free,
+};

@@ -15,6 +15,8 @@
 #include "engine/request.h"
 #include "session/session.h"
 
+static const item_ops fileop_ops;
+
 bool files_path_ok(const char *in, char *out, size_t out_size)
 {
         const char *why;
@@ -32,7 +34,7 @@ void hxs_session_file_result_clear(hxs_session_file_result *res)
         memset(res, 0, sizeof(*res));
 }
 
-void fileop_free(session_item *it)
+static void fileop_free(session_item *it)
 {
         free(it->data);
         hxs_session_file_result_clear(&it->fres);
@@ -61,6 +63,7 @@ static int enqueue_op(hxs_session *s, item_kind kind, const char *path, const vo
         if (!it)
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         it->kind = kind;
+        it->ops = &fileop_ops;
         it->fn = fn;
         it->userdata = userdata;
         int r = check_path(path, kind == ITEM_LIST, it->path, err);
@@ -106,7 +109,7 @@ int hxs_session_list_files(hxs_session *s, const char *path, hxs_session_file_fn
         return enqueue_op(s, ITEM_LIST, path, NULL, 0, fn, userdata, ret_handle, err);
 }
 
-void fileop_begin(hxs_session *s, session_item *it)
+static void fileop_begin(hxs_session *s, session_item *it)
 {
         snprintf(it->id, sizeof(it->id), "f%llu", (unsigned long long)it->handle);
         json_t *cmd = NULL;
@@ -136,7 +139,7 @@ static void deliver(hxs_session *s, session_item *it)
         session_item_done(s);
 }
 
-void fileop_abort(hxs_session *s, session_item *it)
+static void fileop_abort(hxs_session *s, session_item *it)
 {
         it->fres.status = -ESHUTDOWN;
         snprintf(it->fres.error_type, sizeof(it->fres.error_type), "session_ended");
@@ -237,7 +240,7 @@ static void on_entry(hxs_session *s, session_item *it, json_t *obj)
         r->n_entries++;
 }
 
-void fileop_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
+static void fileop_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
 {
         if (strcmp(ev, "done") == 0)
                 on_done(s, it, obj);
@@ -246,3 +249,11 @@ void fileop_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
         else if (strcmp(ev, "entry") == 0)
                 on_entry(s, it, obj);
 }
+
+static const item_ops fileop_ops = {
+        .begin = fileop_begin,
+        .event = fileop_event,
+        .abort = fileop_abort,
+        .time_limit = NULL,
+        .free = fileop_free,
+};

@@ -12,7 +12,40 @@
 
 #include "engine/exec.h"
 #include "engine/json.h"
+#include "core/error.h"
 #include "session/session.h"
+
+const char *proto_string(json_t *obj, const char *key, size_t *ret_len)
+{
+        json_t *v = json_object_get(obj, key);
+        if (!json_is_string(v))
+                return NULL;
+        if (ret_len)
+                *ret_len = json_string_length(v);
+        return json_string_value(v);
+}
+
+/* A parsed line of the driver: "ready" once, first; the rest is the running item's. */
+static void on_event(hxs_session *s, const char *ev, json_t *obj)
+{
+        if (!s->ready) {
+                if (strcmp(ev, "ready") != 0) {
+                        session_end(s, HXS_SESSION_PROTOCOL, "the driver spoke before it was ready");
+                        return;
+                }
+                size_t n;
+                const char *v = proto_string(obj, "version", &n);
+                if (v)
+                        utf8_lossy_copy(s->version, sizeof(s->version), v, n);
+                s->ready = true;
+                s->idle_since = session_now_ms();
+                return;
+        }
+        const char *id = proto_string(obj, "id", NULL);
+        if (!s->running || !id || strcmp(id, s->running->id) != 0)
+                return; /* late words of something already over: nobody asks */
+        s->running->ops->event(s, s->running, ev, obj);
+}
 
 static void on_line(hxs_session *s, const char *line, size_t len)
 {
@@ -27,7 +60,7 @@ static void on_line(hxs_session *s, const char *line, size_t len)
         if (!ev)
                 session_end(s, HXS_SESSION_PROTOCOL, "the driver wrote an event without \"ev\"");
         else
-                session_on_event(s, ev, obj);
+                on_event(s, ev, obj);
         json_decref(obj);
 }
 
@@ -85,22 +118,6 @@ int proto_send(hxs_session *s, json_t *cmd)
         if (r < 0)
                 session_end(s, HXS_SESSION_CRASHED, "the session's driver no longer reads its commands");
         return r;
-}
-
-const char *proto_string(json_t *obj, const char *key, size_t *ret_len)
-{
-        json_t *v = json_object_get(obj, key);
-        if (!json_is_string(v))
-                return NULL;
-        if (ret_len)
-                *ret_len = json_string_length(v);
-        return json_string_value(v);
-}
-
-bool proto_is_current(const hxs_session *s, json_t *ev)
-{
-        const char *id = proto_string(ev, "id", NULL);
-        return id && s->running && strcmp(id, s->running->id) == 0;
 }
 
 int proto_bytes(json_t *ev, unsigned char **ret, size_t *ret_len)

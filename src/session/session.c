@@ -8,7 +8,6 @@
  * (memory limit, crashed).
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,35 +25,6 @@
 #include "session/session.h"
 
 enum { TAG_EXEC = 1, TAG_TIMER };
-
-uint64_t session_now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static const char *const state_names[HXS_SESSION_STATE_MAX] = {
-        [HXS_SESSION_STARTING] = "starting", [HXS_SESSION_IDLE] = "idle",
-        [HXS_SESSION_BUSY] = "busy", [HXS_SESSION_ENDED] = "ended",
-};
-
-static const char *const end_names[HXS_SESSION_END_MAX] = {
-        [HXS_SESSION_DELETED] = "deleted", [HXS_SESSION_IDLE_TIMEOUT] = "idle_timeout",
-        [HXS_SESSION_LIFETIME] = "lifetime", [HXS_SESSION_CELL_TIMEOUT] = "cell_timeout",
-        [HXS_SESSION_MEMORY_LIMIT] = "memory_limit", [HXS_SESSION_CRASHED] = "crashed",
-        [HXS_SESSION_PROTOCOL] = "protocol", [HXS_SESSION_SHUTDOWN] = "shutdown",
-};
-
-const char *hxs_session_state_name(hxs_session_state state)
-{
-        return (unsigned)state < HXS_SESSION_STATE_MAX ? state_names[state] : "unknown";
-}
-
-const char *hxs_session_end_name(hxs_session_end end)
-{
-        return (unsigned)end < HXS_SESSION_END_MAX ? end_names[end] : NULL;
-}
 
 /* ---- the driver's execution ------------------------------------------------------- */
 
@@ -75,7 +45,7 @@ static int driver_request(const hxs_request *req, uint32_t lifetime_s, hxs_reque
         int r = request_dup(req, &d);
         if (r < 0)
                 return r;
-        const char *const argv[] = { "/usr/bin/python3", SESSION_DRIVER, "--language",
+        const char *const argv[] = { "/usr/bin/python3", "-B", SESSION_DRIVER, "--language",
                                      hxs_language_name(req->language), NULL };
         if ((r = hxs_request_set_code(d, "", 0)) < 0 || (r = request_set_interactive(d, argv)) < 0) {
                 hxs_request_free(d);
@@ -186,18 +156,6 @@ void hxs_session_get_info(const hxs_session *s, hxs_session_info *ret)
 
 /* ---- ending ---------------------------------------------------------------------- */
 
-void session_end(hxs_session *s, hxs_session_end why, const char *fmt, ...)
-{
-        if (s->end)
-                return;
-        s->end = why;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->end_message, sizeof(s->end_message), fmt, ap);
-        va_end(ap);
-        hxs_exec_kill(s->x);
-}
-
 void hxs_session_end_now(hxs_session *s, hxs_session_end why)
 {
         switch (why) {
@@ -268,11 +226,7 @@ static void finish(hxs_session *s)
                         s->head = s->head->next;
                         s->queued--;
                 }
-                session_item *it = s->running;
-                if (it->kind == ITEM_CELL)
-                        cell_abort(s, it);
-                else
-                        fileop_abort(s, it);
+                s->running->ops->abort(s, s->running);
         }
         s->tail = NULL;
         struct itimerspec off = { 0 };
@@ -280,49 +234,6 @@ static void finish(hxs_session *s)
 }
 
 /* ---- the queue ------------------------------------------------------------------- */
-
-void session_item_free(session_item *it)
-{
-        if (!it)
-                return;
-        if (it->kind == ITEM_CELL)
-                cell_free(it);
-        else
-                fileop_free(it);
-        free(it);
-}
-
-int session_enqueue(hxs_session *s, session_item *it, uint64_t *ret_handle)
-{
-        if (s->end || s->finished) {
-                session_item_free(it);
-                return -ESHUTDOWN;
-        }
-        if (s->queued >= HXS_SESSION_QUEUE_MAX) {
-                session_item_free(it);
-                return -EBUSY;
-        }
-        it->handle = s->next_handle++;
-        if (s->tail)
-                s->tail->next = it;
-        else
-                s->head = it;
-        s->tail = it;
-        s->queued++;
-        if (ret_handle)
-                *ret_handle = it->handle;
-        /* started by the next hxs_session_process: never from within the caller's call */
-        (void)timerfd_arm_ms(s->timer_fd, 1);
-        return 0;
-}
-
-void session_item_done(hxs_session *s)
-{
-        session_item_free(s->running);
-        s->running = NULL;
-        s->deadline = s->grace_deadline = 0;
-        s->idle_since = session_now_ms();
-}
 
 void hxs_session_cancel(hxs_session *s, uint64_t handle)
 {
@@ -355,38 +266,11 @@ static void start_next(hxs_session *s)
                 s->queued--;
                 it->next = NULL;
                 s->running = it;
-                if (it->kind == ITEM_CELL)
-                        cell_begin(s, it);
-                else
-                        fileop_begin(s, it);
+                it->ops->begin(s, it);
         }
 }
 
 /* ---- events and timers -------------------------------------------------------------- */
-
-/* A parsed line of the driver: "ready" once, first; the rest is the running item's. */
-void session_on_event(hxs_session *s, const char *ev, json_t *obj)
-{
-        if (!s->ready) {
-                if (strcmp(ev, "ready") != 0) {
-                        session_end(s, HXS_SESSION_PROTOCOL, "the driver spoke before it was ready");
-                        return;
-                }
-                size_t n;
-                const char *v = proto_string(obj, "version", &n);
-                if (v)
-                        utf8_lossy_copy(s->version, sizeof(s->version), v, n);
-                s->ready = true;
-                s->idle_since = session_now_ms();
-                return;
-        }
-        if (!s->running || !proto_is_current(s, obj))
-                return; /* late words of something already over: nobody asks */
-        if (s->running->kind == ITEM_CELL)
-                cell_event(s, s->running, ev, obj);
-        else
-                fileop_event(s, s->running, ev, obj);
-}
 
 static void check_timers(hxs_session *s, uint64_t now)
 {
@@ -416,8 +300,8 @@ static void check_timers(hxs_session *s, uint64_t now)
                 return;
         }
         if (s->deadline && now >= s->deadline) {
-                if (it->kind == ITEM_CELL && it->phase == PHASE_EXEC) {
-                        cell_time_limit(s, it);
+                if (it->ops->time_limit && it->phase == PHASE_EXEC) {
+                        it->ops->time_limit(s, it);
                         s->deadline = 0;
                         s->grace_deadline = now + SESSION_INTERRUPT_GRACE_MS;
                 } else {

@@ -29,9 +29,22 @@ typedef enum item_kind { ITEM_CELL, ITEM_PUT, ITEM_GET, ITEM_LIST } item_kind;
 /* Where a running cell is: its files going in, its code, its files coming out. */
 typedef enum cell_phase { PHASE_PUT, PHASE_EXEC, PHASE_COLLECT } cell_phase;
 
+typedef struct session_item session_item;
+
+/* What a kind of item does, called by session.c and session-proto.c through this
+ * table only (cells: session-cell.c; file operations: session-files.c). */
+typedef struct item_ops {
+        void (*begin)(struct hxs_session *s, session_item *it);      /* send its first command */
+        void (*event)(struct hxs_session *s, session_item *it, const char *ev, json_t *obj);
+        void (*abort)(struct hxs_session *s, session_item *it);      /* the session ended: answer */
+        void (*time_limit)(struct hxs_session *s, session_item *it); /* NULL: none of its own */
+        void (*free)(session_item *it);                             /* its own fields */
+} item_ops;
+
 /* One queued or running thing: a cell or a file operation. */
-typedef struct session_item {
+struct session_item {
         struct session_item *next;
+        const item_ops *ops;
         item_kind kind;
         uint64_t handle;
         bool cancelled;                 /* nobody listens: no callback */
@@ -58,7 +71,7 @@ typedef struct session_item {
         void *userdata;
         hxs_session_file_result fres;
         size_t cap_entries;
-} session_item;
+};
 
 struct hxs_session {
         hxs_engine *engine;
@@ -85,46 +98,27 @@ struct hxs_session {
         bool line_overflow;
 };
 
+/* session-base.c: what every file of a session may call. */
 uint64_t session_now_ms(void);
-
-/* session.c: ends the session (kills the sandbox) with why and a message. */
+/* Ends the session (kills the sandbox) with why and a message; the first reason stays. */
 void session_end(hxs_session *s, hxs_session_end why, const char *fmt, ...) _printf_(3, 4);
 /* The running item is over (its callback was called or it was cancelled): freed,
  * the next one may start. */
 void session_item_done(hxs_session *s);
 void session_item_free(session_item *it);
-/* Queues it (-EBUSY full, -ESHUTDOWN ended); sets *ret_handle. */
+/* Queues it (-EBUSY full, -ESHUTDOWN ended: it is freed then); sets *ret_handle. */
 int session_enqueue(hxs_session *s, session_item *it, uint64_t *ret_handle);
 
-/* session.c: a parsed line of the driver, "ev" in ev. */
-void session_on_event(hxs_session *s, const char *ev, json_t *obj);
-
-/* session-proto.c: the driver's stdout bytes, split into lines, each parsed and
- * handed to session_on_event; a command object sent as one line (the reference is
- * taken). A bad line ends the session ("protocol"). */
+/* session-proto.c: the driver's stdout bytes, split into lines, each parsed: "ready"
+ * first, the rest to the running item's event op. A bad line ends the session
+ * ("protocol"). A command object is sent as one line (the reference is taken). */
 void proto_feed(hxs_session *s, const char *data, size_t len);
 int proto_send(hxs_session *s, json_t *cmd);
-/* The event's "id" is the running command's. */
-bool proto_is_current(const hxs_session *s, json_t *ev);
 /* A string field (NULL when absent or not a string). */
 const char *proto_string(json_t *obj, const char *key, size_t *ret_len);
 /* A stdout/stderr/file event's bytes, from "text" or "base64" (a new buffer). */
 int proto_bytes(json_t *ev, unsigned char **ret, size_t *ret_len);
 
-/* session-cell.c */
-session_item *cell_new(const hxs_request *cell, const hxs_cell_callbacks *cb, const hxs_config *cfg);
-void cell_begin(hxs_session *s, session_item *it);
-void cell_event(hxs_session *s, session_item *it, const char *ev, json_t *obj);
-/* At the cell's time limit: interrupt, then the grace. */
-void cell_time_limit(hxs_session *s, session_item *it);
-/* The session ended under it (or before it ran). */
-void cell_abort(hxs_session *s, session_item *it);
-void cell_free(session_item *it);
-
-/* session-files.c */
-void fileop_begin(hxs_session *s, session_item *it);
-void fileop_event(hxs_session *s, session_item *it, const char *ev, json_t *obj);
-void fileop_abort(hxs_session *s, session_item *it);
-void fileop_free(session_item *it);
-/* A path from the driver, to a normalised relative one (false: not one we take). */
+/* session-files.c: a path from the driver, to a normalised relative one (false: not
+ * one we take). */
 bool files_path_ok(const char *in, char *out, size_t out_size);

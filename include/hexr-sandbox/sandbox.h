@@ -102,6 +102,7 @@ typedef struct hxs_config {
         uint32_t inotify_watches;       /* SANDBOX_INOTIFY_WATCHES, per sandbox (0: kernel's) */
         hxs_backend_kind backend;       /* SANDBOX_BACKEND */
         bool warm;                      /* SANDBOX_WARM: Python from pre-initialised templates */
+        uint32_t warm_slots;            /* SANDBOX_WARM_SLOTS: templates per kind (0: see uids.h) */
         uint32_t template_memory_mb;    /* SANDBOX_TEMPLATE_MEMORY_MB: cap of each template */
         char rootfs[256];               /* SANDBOX_ROOTFS: "" = host /usr + synthesized /etc */
         char state_dir[256];            /* STATE_DIR */
@@ -114,7 +115,9 @@ typedef struct hxs_config {
         uint32_t vm_pool_memory_mb;     /* VM_POOL_MEMORY_MB: guest RAM the pool may hold */
         /* service */
         char listen_address[256];       /* LISTEN_ADDRESS */
-        uint32_t max_concurrent;        /* MAX_CONCURRENT (0 in the table = from core count) */
+        uint32_t max_concurrent;        /* MAX_CONCURRENT (0 in the table = from the pid budget) */
+        uint32_t memory_budget_mb;      /* MEMORY_BUDGET_MB: memory_mb of running executions,
+                                         * together (0 in the table = from MemAvailable) */
         uint32_t max_queue;             /* MAX_QUEUE */
         uint32_t queue_timeout_s;       /* QUEUE_TIMEOUT */
         uint32_t max_body_bytes;        /* MAX_BODY_BYTES */

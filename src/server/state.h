@@ -75,6 +75,7 @@ typedef struct server {
         stream_state *streams;          /* event streams, their heartbeats */
 
         admission *adm;                 /* slots, the queue, the drain */
+        struct sessions *sessions;      /* live sessions (sessions.c) */
         uint32_t n_held;                /* requests suspended or resumed, not yet completed */
         uint64_t upload_staged;         /* bytes of uploads staged under STATE_DIR (upload.c) */
 

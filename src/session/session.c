@@ -122,6 +122,7 @@ int hxs_session_start(hxs_engine *e, const hxs_request *req, const hxs_session_l
 }
 
 int hxs_session_fd(const hxs_session *s) { return s->epfd; }
+bool hxs_session_finished(const hxs_session *s) { return s->finished; }
 
 hxs_session_state hxs_session_get_state(const hxs_session *s)
 {

@@ -220,6 +220,9 @@ static void finish(hxs_session *s)
                 }
         }
         hxs_result_clear(&res);
+        /* the sandbox goes now (its cgroup, its owner uid): the session's record stays */
+        hxs_exec_free(s->x);
+        s->x = NULL;
         s->finished = true;
         while (s->running || s->head) {
                 if (!s->running) {

@@ -62,8 +62,10 @@ static const setting settings[] = {
           SET_UINT, U32(vm_pool_size), 0, 64 },
         { { "VM_POOL_MEMORY_MB", "2048", "guest memory the pool of ready microVMs may hold in all" },
           SET_UINT, U32(vm_pool_memory_mb), 0, 1024 * 1024 },
-        { { "MAX_CONCURRENT", "0", "executions running at once (0: one per core, at least 2)" },
+        { { "MAX_CONCURRENT", "0", "executions running at once, whatever they use (0: what the host's pid budget allows: half of kernel.pid_max and threads-max over SANDBOX_PIDS_MAX, 2 to 1024); they share the CPU by equal cgroup weight, and MEMORY_BUDGET_MB bounds them too" },
           SET_UINT, U32(max_concurrent), 0, 4096 },
+        { { "MEMORY_BUDGET_MB", "0", "memory_mb of the running executions together (and of what sessions hold); past it requests wait in the queue (0: half of MemAvailable at start, or of the service's cgroup memory limit when that is smaller); never below MAX_MEMORY_MB" },
+          SET_UINT, U32(memory_budget_mb), 0, 64u * 1024 * 1024 },
         { { "MAX_QUEUE", "64", "requests waiting for a slot before 429" },
           SET_UINT, U32(max_queue), 0, 100000 },
         { { "QUEUE_TIMEOUT", "10s", "longest a request waits in the queue before 429" },
@@ -128,6 +130,8 @@ static const setting settings[] = {
           SET_UINT, U32(inotify_watches), 1, 1u << 22 },
         { { "SANDBOX_WARM", "on", "start Python from pre-initialised templates (serve only; exec is always cold)" },
           SET_BOOL, offsetof(hxs_config, warm), 0, 0, 0 },
+        { { "SANDBOX_WARM_SLOTS", "0", "warm templates of each kind, one per Python execution that may start warm at once; more run cold (0: MAX_CONCURRENT when it is set, else one per core, at least 2; at most 64)" },
+          SET_UINT, U32(warm_slots), 0, 64 },
         { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of the warm templates of each kind, together (they share their pages)" },
           SET_UINT, U32(template_memory_mb), 64, 64 * 1024 },
         { { "SANDBOX_ROOTFS", "", "root filesystem directory (empty: host /usr and a synthesized /etc)" },
@@ -179,6 +183,19 @@ static const setting settings[] = {
           SET_UINT, U32(metrics_callers), 0, 1000 },
         { { "EXECUTION_RECORDS", "1024", "recent executions kept for GET /api/v1/executions/{id}" },
           SET_UINT, U32(execution_records), 1, 100000 },
+        /* sessions (issue 15) */
+        { { "MAX_SESSIONS", "16", "sessions alive at once in the service (each holds its memory_mb while it lives); past it, 429" },
+          SET_UINT, U32(max_sessions), 0, 4096 },
+        { { "MAX_SESSIONS_PER_CALLER", "4", "sessions one caller may have alive at once; past it, 429" },
+          SET_UINT, U32(max_sessions_per_caller), 0, 4096 },
+        { { "SESSION_IDLE_TIMEOUT", "10m", "a session with no cell running for this long ends (idle_timeout of a request that names none)" },
+          SET_DURATION, U32(session_idle_timeout_s), 1, 24 * 3600 },
+        { { "SESSION_IDLE_TIMEOUT_MAX", "1h", "largest idle_timeout a session may ask for" },
+          SET_DURATION, U32(session_idle_timeout_max_s), 1, 24 * 3600 },
+        { { "SESSION_LIFETIME", "1h", "a session ends this long after it started, busy or not (lifetime of a request that names none)" },
+          SET_DURATION, U32(session_lifetime_s), 1, 7 * 24 * 3600 },
+        { { "SESSION_LIFETIME_MAX", "4h", "largest lifetime a session may ask for" },
+          SET_DURATION, U32(session_lifetime_max_s), 1, 7 * 24 * 3600 },
 };
 
 static const char *const backend_names[HXS_BACKEND_MAX] = {
@@ -432,6 +449,10 @@ static int config_check(hxs_config *cfg, hxs_error *err)
                 cfg->default_timeout_s = cfg->max_timeout_s;
         if (cfg->default_memory_mb > cfg->max_memory_mb)
                 cfg->default_memory_mb = cfg->max_memory_mb;
+        if (cfg->session_idle_timeout_s > cfg->session_idle_timeout_max_s)
+                cfg->session_idle_timeout_s = cfg->session_idle_timeout_max_s;
+        if (cfg->session_lifetime_s > cfg->session_lifetime_max_s)
+                cfg->session_lifetime_s = cfg->session_lifetime_max_s;
         if (cfg->max_stream_bytes < cfg->max_output_bytes)
                 return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "MAX_STREAM_BYTES",
                                       "MAX_STREAM_BYTES: %" PRIu32 " is below MAX_OUTPUT_BYTES (%" PRIu32

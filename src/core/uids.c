@@ -7,7 +7,9 @@ unsigned ns_warm_slots(const hxs_config *cfg)
 {
         if (!cfg->warm || cfg->rootfs[0])
                 return 0;
-        unsigned n = cfg->max_concurrent ? cfg->max_concurrent : 2;
+        unsigned n = cfg->warm_slots ? cfg->warm_slots : cfg->max_concurrent ? cfg->max_concurrent : 2;
+        if (cfg->max_concurrent && n > cfg->max_concurrent)
+                n = cfg->max_concurrent; /* a slot no execution could use */
         return n < NS_WARM_SLOTS_MAX ? n : NS_WARM_SLOTS_MAX;
 }
 

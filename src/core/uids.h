@@ -38,8 +38,10 @@
 #define NS_WARM_SLOTS_MAX 64
 #define NS_OWNER_POOL_MIN 1024
 
-/* Warm slots (a template per kind each): one per execution that may run at once
- * (max_concurrent 0 counts as 2, the service's floor), 0 when templates do not run.
+/* Warm slots (a template per kind each): SANDBOX_WARM_SLOTS, else one per execution
+ * that may run at once (max_concurrent 0 counts as 2, the service's floor), never more
+ * than may run at once; 0 when templates do not run. The service settles
+ * SANDBOX_WARM_SLOTS 0 before the engine starts (budget.c).
  * The owner pool: room for that many and as many cold sandboxes again, several times
  * over, for the other engines on the host that share SANDBOX_UID_BASE. */
 unsigned ns_warm_slots(const hxs_config *cfg);

@@ -2,12 +2,20 @@
 /*
  * Admission and the life of an execution request after its body was parsed:
  *
- *   slot free            -> start the sandbox, suspend the connection    (RUNNING)
+ *   it fits              -> start the sandbox, suspend the connection    (RUNNING)
  *   caller over a quota  -> 429 quota_exceeded, with Retry-After
- *   no slot, or the caller holds its QUOTA_RUNNING_PER_CALLER share, queue room
+ *   it does not fit, or the caller holds its QUOTA_RUNNING_PER_CALLER share, queue room
  *                        -> suspend and wait, at most QUEUE_TIMEOUT (QUEUED); slots go
  *                           round-robin by caller, FIFO within a caller (callers.c)
  *   neither              -> 429 overloaded, with Retry-After
+ *
+ * An execution fits by what it uses, not by the cores: a slot of MAX_CONCURRENT (the
+ * host's pid budget, budget.c) and its memory_mb of MEMORY_BUDGET_MB, held while it
+ * runs. Sessions hold memory from the same budget (admission_memory_reserve). The CPU
+ * is not a limit: every sandbox's cgroup has the same cpu.weight, so CPU-bound
+ * executions share the cores evenly and sleeping ones cost nothing. The queue is the
+ * only place work waits; its head waits for room (no smaller request overtakes it, so
+ * a large one is never starved).
  *
  * A suspended connection's socket is watched for the client going away: its sandbox
  * is killed and its slot (or queue place) given to the next request. On drain,
@@ -15,6 +23,7 @@
  * killed; every client still gets a reply.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +50,7 @@ struct admission {
                                          * served round-robin by caller (callers.c) */
         struct call_list running;       /* CALL_RUNNING */
         uint32_t n_queued, n_running;
+        uint64_t mem_held_mb;           /* memory_mb of the running, and what sessions hold */
 
         /* stopping */
         bool draining;
@@ -52,18 +62,29 @@ struct admission {
 static void exec_ready(watch *w, uint32_t events);
 
 /* Seconds a turned-away client should wait: the queue ahead of it, at the mean
- * execution time, spread over the slots. Whole seconds, at least 1. */
+ * execution time, spread over the executions that run at once now (what the budgets
+ * let run, which may be fewer than the slots). Whole seconds, at least 1. */
 unsigned admission_retry_after(const server *srv)
 {
         double mean = srv->m.duration_count ? srv->m.duration_sum_s / (double)srv->m.duration_count : 1.0;
         double wait = mean * (double)(srv->adm->n_queued + 1) /
-                      (double)(srv->cfg.max_concurrent ? srv->cfg.max_concurrent : 1);
+                      (double)(srv->adm->n_running ? srv->adm->n_running : 1);
         if (wait > 60)
                 return 60;
         unsigned s = (unsigned)wait;
         if ((double)s < wait)
                 s++;
         return s < 1 ? 1 : s;
+}
+
+/* Room for mb more of the memory budget, and for one more execution if slot. */
+static bool room_for(const server *srv, uint64_t mb, bool slot)
+{
+        const admission *a = srv->adm;
+
+        if (slot && a->n_running >= srv->cfg.max_concurrent)
+                return false;
+        return a->mem_held_mb + mb <= srv->cfg.memory_budget_mb;
 }
 
 static void suspend(call *c)
@@ -83,8 +104,9 @@ static void reject_overloaded(call *c, reject_reason why)
                          srv->cfg.queue_timeout_s, srv->adm->n_running, srv->adm->n_queued);
         else
                 snprintf(msg, sizeof(msg),
-                         "all %u execution slots are busy and %u requests are waiting; retry later",
-                         srv->cfg.max_concurrent, srv->adm->n_queued);
+                         "all %u execution slots are busy or hold the memory budget (%" PRIu64 " of %u MB), and %u requests are waiting; retry later",
+                         srv->cfg.max_concurrent, srv->adm->mem_held_mb, srv->cfg.memory_budget_mb,
+                         srv->adm->n_queued);
         call_set_error(c, 429, "overloaded", msg);
         c->retry_after_s = admission_retry_after(srv);
 }
@@ -166,6 +188,7 @@ static int start(call *c)
         c->req = NULL;
         TAILQ_INSERT_TAIL(&srv->adm->running, c, link);
         srv->adm->n_running++;
+        srv->adm->mem_held_mb += c->memory_mb;
         c->cs->running++;
         c->state = CALL_RUNNING;
         return 0;
@@ -184,11 +207,11 @@ static void reply_ready(call *c)
 /* Hands free slots to waiting requests: round-robin by caller, oldest first within one. */
 static void pump(server *srv)
 {
-        while (!srv->adm->draining && srv->adm->n_running < srv->cfg.max_concurrent &&
-               !TAILQ_EMPTY(&srv->adm->queue)) {
-                call *c = callers_next(srv->callers);
-                if (!c)
+        while (!srv->adm->draining && !TAILQ_EMPTY(&srv->adm->queue)) {
+                call *c = callers_peek(srv->callers);
+                if (!c || !room_for(srv, c->memory_mb, true))
                         break;
+                c = callers_next(srv->callers);
                 TAILQ_REMOVE(&srv->adm->queue, c, link);
                 srv->adm->n_queued--;
                 if (start(c) < 0)
@@ -251,7 +274,7 @@ void admission_submit(call *c)
                 return;
         }
         /* Who waits has the first claim, unless all who wait hold their share. */
-        bool run_now = srv->adm->n_running < srv->cfg.max_concurrent && callers_may_run(srv->callers, cs) &&
+        bool run_now = room_for(srv, c->memory_mb, true) && callers_may_run(srv->callers, cs) &&
                        (TAILQ_EMPTY(&srv->adm->queue) || !callers_waiting_may_run(srv->callers));
         if (!run_now) {
                 uint32_t qq = srv->cfg.quota_queue;
@@ -302,6 +325,7 @@ static void drop_exec(call *c)
         c->exec = NULL;
         TAILQ_REMOVE(&srv->adm->running, c, link);
         srv->adm->n_running--;
+        srv->adm->mem_held_mb -= c->memory_mb;
         c->cs->running--;
         c->cs = NULL;
 }
@@ -514,7 +538,27 @@ void admission_load_get(const server *srv, admission_load *ret)
         const call *oldest = a ? TAILQ_FIRST(&a->queue) : NULL;
 
         *ret = (admission_load){ .running = a ? a->n_running : 0, .queued = a ? a->n_queued : 0,
-                                 .oldest_received_ms = oldest ? oldest->received_ms : 0 };
+                                 .oldest_received_ms = oldest ? oldest->received_ms : 0,
+                                 .memory_held_mb = a ? a->mem_held_mb : 0 };
+}
+
+int admission_memory_reserve(server *srv, uint32_t mb)
+{
+        if (!srv->adm)
+                return -EINVAL;
+        /* who waits has the first claim on what frees up */
+        if (!TAILQ_EMPTY(&srv->adm->queue) || !room_for(srv, mb, false))
+                return -EAGAIN;
+        srv->adm->mem_held_mb += mb;
+        return 0;
+}
+
+void admission_memory_release(server *srv, uint32_t mb)
+{
+        if (!srv->adm)
+                return;
+        srv->adm->mem_held_mb -= mb <= srv->adm->mem_held_mb ? mb : srv->adm->mem_held_mb;
+        pump(srv);
 }
 
 /* Nothing runs, waits or still has its reply to send. */

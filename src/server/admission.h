@@ -17,6 +17,7 @@ typedef struct admission admission;
 typedef struct admission_load {
         uint32_t running, queued;
         uint64_t oldest_received_ms;    /* the oldest waiting request's body; 0: none waits */
+        uint64_t memory_held_mb;        /* of MEMORY_BUDGET_MB: running executions, sessions */
 } admission_load;
 
 /* Its state, and its deadlines (queue timeouts, the drain's) registered with the loop. */
@@ -41,3 +42,9 @@ unsigned admission_retry_after(const struct server *srv);
 bool admission_done(struct server *srv);
 void admission_load_get(const struct server *srv, admission_load *ret);
 void admission_abort_all(struct server *srv); /* last resort at exit */
+/* Sessions hold memory from the executions' budget (MEMORY_BUDGET_MB) while they live:
+ * reserve mb of it now (0), or -EAGAIN when it is not free or requests wait for it (the
+ * caller answers 429); release gives it back and starts what then fits. Release exactly
+ * what a successful reserve took. */
+int admission_memory_reserve(struct server *srv, uint32_t mb);
+void admission_memory_release(struct server *srv, uint32_t mb);

@@ -241,12 +241,25 @@ bool callers_waiting_may_run(const callers *cl)
         return false;
 }
 
-call *callers_next(callers *cl)
+/* The caller whose turn it is: the first of the ring below its share. */
+static caller_state *turn(const callers *cl)
 {
         caller_state *cs;
         TAILQ_FOREACH(cs, &cl->rr, rr_link)
                 if (callers_may_run(cl, cs))
                         break;
+        return cs;
+}
+
+call *callers_peek(const callers *cl)
+{
+        caller_state *cs = turn(cl);
+        return cs ? TAILQ_FIRST(&cs->queue) : NULL;
+}
+
+call *callers_next(callers *cl)
+{
+        caller_state *cs = turn(cl);
         if (!cs)
                 return NULL;
         call *c = TAILQ_FIRST(&cs->queue);

@@ -45,6 +45,8 @@ void callers_unqueue(callers *cl, call *c);
 /* Next waiting call, round-robin by caller, skipping callers at their share, taken
  * out of its caller's queue; NULL when there is none. */
 call *callers_next(callers *cl);
+/* The call callers_next would take now, left where it is. */
+call *callers_peek(const callers *cl);
 bool callers_may_run(const callers *cl, const caller_state *cs); /* below its share */
 bool callers_waiting_may_run(const callers *cl); /* a waiting caller is below its share */
 const char *callers_label(const metrics *m, int label);

@@ -177,11 +177,13 @@ static void reply_health(call *c)
         else if (srv->health_r < 0)
                 status = "unhealthy";
 
-        json_t *o = json_pack("{s:s,s:s,s:[sss],s:s,s:I,s:I,s:I}", "status", status, "backend",
+        json_t *o = json_pack("{s:s,s:s,s:[sss],s:s,s:I,s:I,s:I,s:I,s:I}", "status", status, "backend",
                               hxs_engine_backend_name(srv->engine), "languages", "python",
                               "javascript", "bash", "version", hxs_version(), "active",
                               (json_int_t)load.running, "queued", (json_int_t)load.queued,
-                              "max_concurrent", (json_int_t)srv->cfg.max_concurrent);
+                              "max_concurrent", (json_int_t)srv->cfg.max_concurrent,
+                              "memory_budget_mb", (json_int_t)srv->cfg.memory_budget_mb,
+                              "memory_held_mb", (json_int_t)load.memory_held_mb);
         if (o)
                 json_object_set_new(o, "runtimes", runtimes_summary_json(hxs_engine_runtime_info(srv->engine)));
         if (o && srv->health_r < 0 && !draining)

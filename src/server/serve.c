@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "server/admission.h"
 #include "server/auth.h"
+#include "server/budget.h"
 #include "server/callers.h"
 #include "server/conn.h"
 #include "server/http.h"
@@ -272,13 +273,13 @@ static bool listen_is_local(const listener *l)
         return false;
 }
 
-/* MAX_CONCURRENT 0: one slot per core, at least two. */
+/* The settings derived from the host (budget.h), before the engine sees them. */
 static void settle(hxs_config *cfg)
 {
-        if (cfg->max_concurrent == 0) {
-                long cores = sysconf(_SC_NPROCESSORS_ONLN);
-                cfg->max_concurrent = cores > 2 ? (uint32_t)cores : 2;
-        }
+        host_facts h;
+
+        host_facts_read(&h);
+        budget_settle(cfg, &h);
 }
 
 /* A setting the service itself checks (TLS, identities) is wrong: exit status 2. */
@@ -363,9 +364,9 @@ int server_run(server *srv)
 
         if (share && share < srv->cfg.max_concurrent)
                 snprintf(running, sizeof(running), " (%u per caller)", share);
-        log_line("start", "backend %s, max_concurrent %u%s, max_queue %u, %s, callers %s, version %s",
+        log_line("start", "backend %s, max_concurrent %u%s, memory budget %u MB, max_queue %u, %s, callers %s, version %s",
                  hxs_engine_backend_name(srv->engine), srv->cfg.max_concurrent, running,
-                 srv->cfg.max_queue,
+                 srv->cfg.memory_budget_mb, srv->cfg.max_queue,
                  tls_mutual(srv) ? "mTLS" : tls_enabled(srv) ? "TLS" : "plain HTTP",
                  srv->auth.identity_on ? "identified (AUTH_ALLOW)" : "anonymous", hxs_version());
 

@@ -143,6 +143,58 @@ def test_queue_is_fifo_and_gauges_move(start_service):
     wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 0, 30, "queue empty")
 
 
+# ---- admission by what executions use ------------------------------------------------------------
+
+SLEEPER = "import time\nprint(time.time())\ntime.sleep(1)\nprint(time.time())\n"
+
+
+def test_sleepers_fan_out_with_default_settings(start_service):
+    """20 one-second sleeps use no CPU: with the defaults they all run at once, none
+    waits, none is turned away (the old rule, one slot per core, queued them and the
+    last got 429). Shown by the order of events inside the sandboxes: every sleeper
+    started before any of them finished."""
+    svc = start_service(env={})
+    _, _, h = http_request(svc.url, "GET", "/health")
+    if h["max_concurrent"] < 20 or h["memory_budget_mb"] < 20 * 256:
+        pytest.skip(f"this host's budgets run fewer than 20 executions at once: {h}")
+    results = in_threads([(svc.url, {"code": SLEEPER, "language": "python"})] * 20)
+    assert [r[0] for r in results] == [200] * 20, [r[:1] + r[2:] for r in results]
+    spans = [tuple(float(x) for x in r[2]["stdout"].split()) for r in results]
+    assert max(s for s, _ in spans) < min(e for _, e in spans), spans
+    m = get_metrics(svc.url)
+    assert m.get('hexr_sandbox_http_requests_total{route="/api/v1/exec",status="429"}', 0) == 0
+
+
+def test_memory_budget_admits_what_fits_and_queues_the_next(start_service):
+    """MEMORY_BUDGET_MB 512 holds four executions of memory_mb 128 (slots to spare):
+    the fifth waits in the queue until one of them ends, then runs."""
+    svc = start_service(env={"MEMORY_BUDGET_MB": "512", "MAX_CONCURRENT": "16", "MAX_QUEUE": "8",
+                             "QUEUE_TIMEOUT": "2m"})
+    body = {"code": "date +%s.%N; sleep 3; date +%s.%N", "language": "bash", "memory_mb": 128}
+    out: List[Any] = [None] * 5
+
+    def one(i: int) -> None:
+        out[i] = post_exec(svc.url, body)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_active_executions") == 4, 60, "four to run")
+    threads.append(threading.Thread(target=one, args=(4,)))
+    threads[-1].start()
+    wait_for(lambda: gauge(svc.url, "hexr_sandbox_queued_executions") == 1, 30, "the fifth to wait")
+    _, _, h = http_request(svc.url, "GET", "/health")
+    assert h["active"] == 4 and h["queued"] == 1, h
+    assert h["memory_budget_mb"] == 512 and h["memory_held_mb"] == 512, h
+    for t in threads:
+        t.join(timeout=120)
+    assert [r[0] for r in out] == [200] * 5, out
+    spans = [tuple(float(x) for x in r[2]["stdout"].split()) for r in out]
+    assert spans[4][0] >= min(e for _, e in spans[:4]), spans  # it started once one had ended
+    _, _, h = http_request(svc.url, "GET", "/health")
+    assert h["memory_held_mb"] == 0, h
+
+
 # ---- clients that go away -------------------------------------------------------------------------
 
 

@@ -130,10 +130,34 @@ def test_listen_env_is_overridden_by_flag(start_service):
     assert svc.address == f"127.0.0.1:{port}"
 
 
-def test_max_concurrent_zero_means_cores(start_service):
+def host_pid_slots(pids_max: int = 256) -> int:
+    """MAX_CONCURRENT 0: half the host's pid space (the smaller of pid_max and
+    threads-max) over SANDBOX_PIDS_MAX, 2 to 1024; not the core count."""
+    pids = min(int(Path(f"/proc/sys/kernel/{n}").read_text()) for n in ("pid_max", "threads-max"))
+    return min(1024, max(2, pids // 2 // pids_max))
+
+
+def test_max_concurrent_zero_means_pid_budget(start_service):
     svc = start_service(env={"MAX_CONCURRENT": "0"})
     _, _, h = http_request(svc.url, "GET", "/health")
-    assert h["max_concurrent"] == max(2, os.cpu_count() or 1)
+    assert h["max_concurrent"] == host_pid_slots()
+    svc = start_service(env={"MAX_CONCURRENT": "0", "SANDBOX_PIDS_MAX": "4096"})
+    _, _, h = http_request(svc.url, "GET", "/health")
+    assert h["max_concurrent"] == host_pid_slots(4096)
+
+
+def test_memory_budget_zero_means_half_of_memavailable(start_service):
+    svc = start_service(env={})
+    _, _, h = http_request(svc.url, "GET", "/health")
+    avail = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                 if line.startswith("MemAvailable:")) // 1024
+    # read at the service's start; the machine is shared, so within a quarter of it
+    assert max(512, avail // 2 * 3 // 4) <= h["memory_budget_mb"] <= max(512, avail // 2 * 5 // 4), (h, avail)
+    assert h["memory_held_mb"] == 0
+    # never below MAX_MEMORY_MB: the largest request a caller may send can run
+    svc = start_service(env={"MEMORY_BUDGET_MB": "100", "MAX_MEMORY_MB": "300"})
+    _, _, h = http_request(svc.url, "GET", "/health")
+    assert h["memory_budget_mb"] == 300
 
 
 def test_help_prints_every_setting():

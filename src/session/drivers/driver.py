@@ -1013,7 +1013,10 @@ def main(argv):
                                   errors="backslashreplace", write_through=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     files = Files(proto)
-    private = tempfile.mkdtemp(prefix="hxs-driver-")
+    try:
+        private = tempfile.mkdtemp(prefix="hxs-driver-")   # bash's cell files; mode 0700
+    except OSError:
+        private = tempfile.mkdtemp(prefix=".hxs-driver-", dir=".")
     if language == "python":
         kernel = PythonKernel(proto, state, captures)
         interrupter = PythonInterrupt(state)

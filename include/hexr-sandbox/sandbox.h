@@ -141,6 +141,7 @@ typedef struct hxs_config {
         char spiffe_trust_bundles[4096]; /* SPIFFE_TRUST_BUNDLES: td=/file.pem,... */
         char spiffe_trust_domain[256];  /* SPIFFE_TRUST_DOMAIN: the service's own */
         char metrics_allow[4096];       /* METRICS_ALLOW: who may read /metrics ("" = AUTH_ALLOW) */
+        char mcp_allowed_origins[4096]; /* MCP_ALLOWED_ORIGINS: Origins /mcp accepts ("" = loopback) */
         uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER (0: automatic) */
         uint32_t max_connections_per_address; /* MAX_CONNECTIONS_PER_ADDRESS */
         uint32_t handshake_timeout_s;   /* HANDSHAKE_TIMEOUT: to the first request line */
@@ -156,6 +157,13 @@ typedef struct hxs_config {
         uint32_t upload_staging_bytes;  /* UPLOAD_STAGING_BYTES: staged uploads of all requests */
         uint32_t max_return_files;      /* MAX_RETURN_FILES: files a result returns */
         uint32_t max_return_bytes;      /* MAX_RETURN_BYTES: their content, in all */
+        /* sessions (issue 15) */
+        uint32_t max_sessions;          /* MAX_SESSIONS: alive at once in the service */
+        uint32_t max_sessions_per_caller; /* MAX_SESSIONS_PER_CALLER */
+        uint32_t session_idle_timeout_s;  /* SESSION_IDLE_TIMEOUT: default idle_timeout */
+        uint32_t session_idle_timeout_max_s; /* SESSION_IDLE_TIMEOUT_MAX */
+        uint32_t session_lifetime_s;    /* SESSION_LIFETIME: default lifetime */
+        uint32_t session_lifetime_max_s; /* SESSION_LIFETIME_MAX */
 } hxs_config;
 
 /* One row of the settings table; the table drives env parsing, --help, doctor and docs. */
@@ -439,6 +447,191 @@ HXS_API void hxs_exec_free(hxs_exec *exec);
 
 /* Synchronous convenience: start, wait, take the result. */
 HXS_API int hxs_run(hxs_engine *engine, const hxs_request *req, hxs_result *ret, hxs_error *err);
+
+/* ---- sessions: one interactive execution that keeps its state across cells ---- */
+
+/* A session is ONE execution of the engine's backend, with every isolation property an
+ * execution has, whose program is the language's driver: it takes cells and file
+ * operations one at a time, in arrival order, over its stdin and answers on its stdout
+ * (docs/sessions.md). Event-driven like hxs_exec (an fd, a process call, callbacks
+ * from within hxs_session_process only), plus synchronous calls for a CLI. */
+typedef struct hxs_session hxs_session;
+
+typedef enum hxs_session_state {
+        HXS_SESSION_STARTING = 0,       /* the sandbox is starting, the driver not ready yet */
+        HXS_SESSION_IDLE,               /* ready, nothing running */
+        HXS_SESSION_BUSY,               /* a cell or a file operation is running */
+        HXS_SESSION_ENDED,              /* gone: the sandbox with everything in it */
+        HXS_SESSION_STATE_MAX,
+} hxs_session_state;
+
+/* Why a session ended. */
+typedef enum hxs_session_end {
+        HXS_SESSION_LIVE = 0,           /* it has not */
+        HXS_SESSION_DELETED,            /* hxs_session_end_now(HXS_SESSION_DELETED): its owner asked */
+        HXS_SESSION_IDLE_TIMEOUT,       /* nothing ran for its idle timeout */
+        HXS_SESSION_LIFETIME,           /* its lifetime is over */
+        HXS_SESSION_CELL_TIMEOUT,       /* a cell did not stop when interrupted at its time limit */
+        HXS_SESSION_MEMORY_LIMIT,       /* the driver was killed at the memory limit */
+        HXS_SESSION_CRASHED,            /* the driver or the sandbox went away by itself, or never got ready */
+        HXS_SESSION_PROTOCOL,           /* the driver said something that breaks the protocol */
+        HXS_SESSION_SHUTDOWN,           /* the service is stopping */
+        HXS_SESSION_END_MAX,
+} hxs_session_end;
+
+/* "starting", "idle", "busy", "ended"; NULL (live), "deleted", "idle_timeout",
+ * "lifetime", "cell_timeout", "memory_limit", "crashed", "protocol", "shutdown". */
+HXS_API const char *hxs_session_state_name(hxs_session_state state);
+HXS_API const char *hxs_session_end_name(hxs_session_end end);
+
+/* 0: the config's SESSION_IDLE_TIMEOUT / SESSION_LIFETIME; past SESSION_*_MAX:
+ * HXS_ERR_INVALID naming "idle_timeout" / "lifetime". */
+typedef struct hxs_session_limits {
+        uint32_t idle_timeout_s;
+        uint32_t lifetime_s;
+} hxs_session_limits;
+
+/* Starts a session of req's language, memory_mb (the memory limit of the whole
+ * session), env, packages and files (written into the working directory as exec's);
+ * its code, stdin, timeout and return globs are not used. Validated as exec's (400
+ * naming the field); HXS_ERR_INVALID naming the backend when it cannot run sessions.
+ * The request is copied. The session is HXS_SESSION_STARTING until its driver is
+ * ready; cells and file operations may be queued at once. */
+HXS_API int hxs_session_start(hxs_engine *engine, const hxs_request *req, const hxs_session_limits *lim,
+                              hxs_session **ret, hxs_error *err);
+/* An fd (epoll) that becomes readable whenever hxs_session_process has work. */
+HXS_API int hxs_session_fd(const hxs_session *s);
+/* Does what is ready without blocking: reads the driver, sends the next command, runs
+ * the timers (cell time limit, idle, lifetime). Callbacks are called from here. */
+HXS_API int hxs_session_process(hxs_session *s);
+HXS_API hxs_session_state hxs_session_get_state(const hxs_session *s);
+
+typedef struct hxs_session_info {
+        hxs_session_state state;
+        hxs_session_end end;            /* HXS_SESSION_LIVE until it ended */
+        char end_message[240];          /* why, in plain words ("" while live) */
+        hxs_language language;
+        uint32_t memory_mb;
+        uint64_t cells;                 /* cells run (begun) so far */
+        int64_t created_at;             /* Unix time, seconds */
+        int64_t expires_at;             /* when its lifetime ends */
+        int64_t idle_expires_at;        /* when it ends if nothing runs meanwhile (0: busy or ended) */
+        uint32_t idle_timeout_s, lifetime_s;
+        char driver_version[64];        /* the language's version the driver reported */
+} hxs_session_info;
+HXS_API void hxs_session_get_info(const hxs_session *s, hxs_session_info *ret);
+
+/* Ends it now (the sandbox is killed); why is kept unless it had already ended. What
+ * is queued or running gets HXS_CELL_SESSION_ENDED (or -ESHUTDOWN) from a later
+ * hxs_session_process, once the sandbox is gone; then the state is ENDED. */
+HXS_API void hxs_session_end_now(hxs_session *s, hxs_session_end why);
+/* Kills anything left, reaps, removes; no callback is called. NULL is fine. */
+HXS_API void hxs_session_free(hxs_session *s);
+
+typedef enum hxs_cell_status {
+        HXS_CELL_OK = 0,
+        HXS_CELL_EXCEPTION,             /* the code raised (exception_json says what) */
+        HXS_CELL_INTERRUPTED,           /* interrupted (at its time limit: error "timeout"); state kept */
+        HXS_CELL_SESSION_ENDED,         /* the session ended before or while it ran */
+        HXS_CELL_STATUS_MAX,
+} hxs_cell_status;
+
+/* "ok", "exception", "interrupted", "session_ended". */
+HXS_API const char *hxs_cell_status_name(hxs_cell_status status);
+
+/* A cell's result; its buffers are the holder's (hxs_cell_result_clear). */
+typedef struct hxs_cell_result {
+        hxs_cell_status status;
+        uint64_t cell;                  /* its number in the session, from 1 */
+        char *stdout_data;              /* head and tail, as an execution's (never NULL) */
+        size_t stdout_len;
+        char *stderr_data;
+        size_t stderr_len;
+        bool stdout_truncated, stderr_truncated;
+        uint64_t stdout_omitted, stderr_omitted;
+        uint64_t execution_time_ms;
+        char *value_json;               /* the last expression's mime bundle (a JSON object); NULL: none */
+        char *outputs_json;             /* JSON array of {"type":"display","data":{bundle}} (never NULL) */
+        char *exception_json;           /* {"type","message","traceback"}; NULL: none */
+        char error_type[32];            /* what the sandbox did: "" none, "timeout", "session_ended", "files" */
+        char error_message[240];
+        hxs_file *files;                /* output/ and return globs, as an execution's */
+        size_t n_files;
+} hxs_cell_result;
+HXS_API void hxs_cell_result_clear(hxs_cell_result *res);
+
+typedef struct hxs_cell_callbacks {
+        hxs_output_fn output;           /* the cell's stdout (1) and stderr (2) as they come; NULL: none */
+        /* each display() output as it comes: its mime bundle, JSON object text */
+        void (*display)(void *userdata, const char *data_json, size_t len);
+        /* the end: res is the callee's to keep or clear. Required. */
+        void (*done)(void *userdata, hxs_cell_result *res);
+        void *userdata;
+} hxs_cell_callbacks;
+
+/* Queues a cell: cell's code, timeout_s (0: DEFAULT_TIMEOUT, at most MAX_EXECUTION_TIME;
+ * at it the cell is interrupted, and if it has not stopped 2 s later the session ends
+ * with HXS_SESSION_CELL_TIMEOUT), files (in) and return globs, validated as exec's; its
+ * language is the session's. *ret_handle names it for hxs_session_cancel. -EBUSY when
+ * the session's queue is full (HXS_SESSION_QUEUE_MAX), -ESHUTDOWN when it has ended. */
+#define HXS_SESSION_QUEUE_MAX 16
+HXS_API int hxs_session_exec(hxs_session *s, const hxs_request *cell, const hxs_cell_callbacks *cb,
+                             uint64_t *ret_handle, hxs_error *err);
+/* No more callbacks for it: queued, it is dropped; running, it runs on, unheard. */
+HXS_API void hxs_session_cancel(hxs_session *s, uint64_t handle);
+
+/* File operations in a live session, relative to its working directory, with exec's
+ * path rule (HXS_ERR_INVALID naming "path"); queued like cells. */
+typedef struct hxs_session_entry {
+        char *path;
+        char type[8];                   /* "file", "dir", "other" */
+        uint64_t size;
+} hxs_session_entry;
+
+typedef struct hxs_session_file_result {
+        int status;                     /* 0; -ENOENT, -EINVAL... with error_* set; -ESHUTDOWN: the session ended */
+        char error_type[64];            /* the driver's (FileNotFoundError...) */
+        char error_message[240];
+        char path[256];                 /* normalised */
+        unsigned char *data;            /* get: the bytes (NULL when len is 0) */
+        size_t len;
+        uint64_t size;                  /* put: bytes written; get: the file's size */
+        bool truncated;                 /* get: larger than MAX_FILE_BYTES, not kept */
+        hxs_session_entry *entries;     /* list */
+        size_t n_entries;
+} hxs_session_file_result;
+HXS_API void hxs_session_file_result_clear(hxs_session_file_result *res);
+
+/* res is the callee's to keep or clear. */
+typedef void (*hxs_session_file_fn)(void *userdata, hxs_session_file_result *res);
+/* put: at most MAX_FILE_BYTES; get: files up to MAX_FILE_BYTES come back; list: path
+ * "" or NULL is the working directory, at most MAX_RETURN_FILES entries. */
+HXS_API int hxs_session_put_file(hxs_session *s, const char *path, const void *data, size_t len,
+                                 hxs_session_file_fn fn, void *userdata, uint64_t *ret_handle, hxs_error *err);
+HXS_API int hxs_session_get_file(hxs_session *s, const char *path, hxs_session_file_fn fn, void *userdata,
+                                 uint64_t *ret_handle, hxs_error *err);
+HXS_API int hxs_session_list_files(hxs_session *s, const char *path, hxs_session_file_fn fn, void *userdata,
+                                   uint64_t *ret_handle, hxs_error *err);
+
+/* Synchronous convenience (a CLI, MCP over stdio): wait for the driver to be ready (0,
+ * or -ESHUTDOWN with err saying why it ended); run one cell; one file operation. */
+HXS_API int hxs_session_wait_ready(hxs_session *s, hxs_error *err);
+HXS_API int hxs_session_run(hxs_session *s, const hxs_request *cell, hxs_output_fn output, void *userdata,
+                            hxs_cell_result *ret, hxs_error *err);
+HXS_API int hxs_session_put_file_sync(hxs_session *s, const char *path, const void *data, size_t len,
+                                      hxs_session_file_result *ret, hxs_error *err);
+HXS_API int hxs_session_get_file_sync(hxs_session *s, const char *path, hxs_session_file_result *ret,
+                                      hxs_error *err);
+HXS_API int hxs_session_list_files_sync(hxs_session *s, const char *path, hxs_session_file_result *ret,
+                                        hxs_error *err);
+
+/* JSON text (the caller frees it; NULL on ENOMEM): the session object of the HTTP API
+ * ({"id", "language", "state", "created_at", "expires_at", "idle_expires_at",
+ * "memory_mb", "cells", "ended_reason", "ended_message"}) and a cell's result object
+ * (with "session" when s is not NULL). */
+HXS_API char *hxs_session_to_text(const hxs_session *s, const char *id, size_t *ret_len);
+HXS_API char *hxs_cell_result_to_text(const hxs_cell_result *res, const hxs_session *s, const char *id,
+                                      size_t *ret_len);
 
 /* ---- JSON: the API's request and result objects ------------------------------- */
 

@@ -177,10 +177,25 @@ static const setting settings[] = {
           SET_UINT, U32(quota_queue), 0, 100000 },
         { { "METRICS_ALLOW", "", "callers that may read /metrics, as AUTH_ALLOW (unset: every allowed caller)" },
           SET_STRING, STR(metrics_allow), 0, 0 },
+        { { "MCP_ALLOWED_ORIGINS", "", "Origins a browser may call /mcp from, comma-separated (http://host:port); unset: only localhost, 127.0.0.1 and [::1], any port" },
+          SET_STRING, STR(mcp_allowed_origins), 0, 0 },
         { { "METRICS_CALLERS", "20", "distinct caller labels in /metrics; later callers count as \"other\"" },
           SET_UINT, U32(metrics_callers), 0, 1000 },
         { { "EXECUTION_RECORDS", "1024", "recent executions kept for GET /api/v1/executions/{id}" },
           SET_UINT, U32(execution_records), 1, 100000 },
+        /* sessions (issue 15) */
+        { { "MAX_SESSIONS", "16", "sessions alive at once in the service (each holds its memory_mb while it lives); past it, 429" },
+          SET_UINT, U32(max_sessions), 0, 4096 },
+        { { "MAX_SESSIONS_PER_CALLER", "4", "sessions one caller may have alive at once; past it, 429" },
+          SET_UINT, U32(max_sessions_per_caller), 0, 4096 },
+        { { "SESSION_IDLE_TIMEOUT", "10m", "a session with no cell running for this long ends (idle_timeout of a request that names none)" },
+          SET_DURATION, U32(session_idle_timeout_s), 1, 24 * 3600 },
+        { { "SESSION_IDLE_TIMEOUT_MAX", "1h", "largest idle_timeout a session may ask for" },
+          SET_DURATION, U32(session_idle_timeout_max_s), 1, 24 * 3600 },
+        { { "SESSION_LIFETIME", "1h", "a session ends this long after it started, busy or not (lifetime of a request that names none)" },
+          SET_DURATION, U32(session_lifetime_s), 1, 7 * 24 * 3600 },
+        { { "SESSION_LIFETIME_MAX", "4h", "largest lifetime a session may ask for" },
+          SET_DURATION, U32(session_lifetime_max_s), 1, 7 * 24 * 3600 },
 };
 
 static const char *const backend_names[HXS_BACKEND_MAX] = {
@@ -434,6 +449,10 @@ static int config_check(hxs_config *cfg, hxs_error *err)
                 cfg->default_timeout_s = cfg->max_timeout_s;
         if (cfg->default_memory_mb > cfg->max_memory_mb)
                 cfg->default_memory_mb = cfg->max_memory_mb;
+        if (cfg->session_idle_timeout_s > cfg->session_idle_timeout_max_s)
+                cfg->session_idle_timeout_s = cfg->session_idle_timeout_max_s;
+        if (cfg->session_lifetime_s > cfg->session_lifetime_max_s)
+                cfg->session_lifetime_s = cfg->session_lifetime_max_s;
         if (cfg->max_stream_bytes < cfg->max_output_bytes)
                 return err_fail_field(err, HXS_ERR_INVALID, -EINVAL, "MAX_STREAM_BYTES",
                                       "MAX_STREAM_BYTES: %" PRIu32 " is below MAX_OUTPUT_BYTES (%" PRIu32

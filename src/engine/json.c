@@ -276,7 +276,7 @@ static int get_packages(hxs_request *req, const json_t *v, hxs_error *err)
 }
 
 /* Strict base64 (RFC 4648, padding required, no whitespace) into a new buffer. */
-static int base64_decode(const char *in, size_t n, unsigned char **ret, size_t *ret_len)
+int json_base64_decode(const char *in, size_t n, unsigned char **ret, size_t *ret_len)
 {
         if (n % 4)
                 return -EINVAL;
@@ -348,7 +348,7 @@ static int get_file(hxs_request *req, size_t i, const json_t *f, hxs_error *err)
                                             json_string_length(content)) < 0 ? no_memory(err) : 0;
         unsigned char *data = NULL;
         size_t len = 0;
-        int r = base64_decode(json_string_value(content), json_string_length(content), &data, &len);
+        int r = json_base64_decode(json_string_value(content), json_string_length(content), &data, &len);
         if (r == -ENOMEM)
                 return no_memory(err);
         if (r < 0)
@@ -537,7 +537,7 @@ static long long clamp_ll(uint64_t v) { return v > LLONG_MAX ? LLONG_MAX : (long
 
 /* ---- files out ---------------------------------------------------------------- */
 
-static char *base64(const unsigned char *p, size_t n)
+char *json_base64(const unsigned char *p, size_t n)
 {
         static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         char *out = malloc((n + 2) / 3 * 4 + 1);
@@ -589,7 +589,7 @@ static json_t *file_to_json(const hxs_file *f)
         if (text) {
                 put(o, "content", json_stringn((const char *)(f->data ? f->data : (const unsigned char *)""), f->len), &ok);
         } else {
-                char *b = base64(f->data, f->len);
+                char *b = json_base64(f->data, f->len);
                 put(o, "content", b ? json_string(b) : NULL, &ok);
                 free(b);
         }
@@ -601,13 +601,13 @@ static json_t *file_to_json(const hxs_file *f)
         return o;
 }
 
-static json_t *files_to_json(const hxs_result *res)
+json_t *files_to_json(const hxs_file *files, size_t n)
 {
         json_t *a = json_array();
         if (!a)
                 return NULL;
-        for (size_t i = 0; i < res->n_files; i++) {
-                json_t *f = file_to_json(&res->files[i]);
+        for (size_t i = 0; i < n; i++) {
+                json_t *f = file_to_json(&files[i]);
                 if (!f || json_array_append_new(a, f) < 0) {
                         json_decref(a);
                         return NULL;
@@ -661,7 +661,7 @@ json_t *result_to_json(const hxs_result *res, const char *id)
         put(o, "stdout_omitted_bytes", json_integer(clamp_ll(res->stdout_omitted)), &ok);
         put(o, "stderr_omitted_bytes", json_integer(clamp_ll(res->stderr_omitted)), &ok);
         put(o, "error", end_to_json(res), &ok);
-        put(o, "files", files_to_json(res), &ok);
+        put(o, "files", files_to_json(res->files, res->n_files), &ok);
         if (id)
                 put(o, "id", json_string(id), &ok);
         if (!ok) {
@@ -770,7 +770,7 @@ char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
         /* the files, through jansson: they are few, and their content is base64 or text */
         char *files = NULL;
         if (res->n_files > 0) {
-                json_t *fa = files_to_json(res);
+                json_t *fa = files_to_json(res->files, res->n_files);
                 files = fa ? json_dumps(fa, JSON_COMPACT) : NULL;
                 json_decref(fa);
                 if (!files)

@@ -26,3 +26,12 @@ json_t *json_string_lossy(const char *data, size_t len);
  * characters only, NUL-terminated when cap > 0) and returns the length written.
  * Used for log fields and error messages that may quote untrusted bytes. */
 size_t utf8_lossy_copy(char *dst, size_t cap, const char *src, size_t len);
+
+/* Strict base64 (RFC 4648, padding required, no whitespace) into a new buffer (a NUL
+ * after the bytes); -EINVAL or -ENOMEM. */
+int json_base64_decode(const char *in, size_t n, unsigned char **ret, size_t *ret_len);
+/* Bytes as base64 with padding, a new NUL-terminated string; NULL on ENOMEM. */
+char *json_base64(const unsigned char *p, size_t n);
+/* The result's "files" array: {"path", "size", "mime", "encoding", "content",
+ * "truncated"} each; NULL on ENOMEM. */
+json_t *files_to_json(const hxs_file *files, size_t n);

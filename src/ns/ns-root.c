@@ -324,7 +324,7 @@ static void op_root_tmpfs(root_ctx *c)
 {
         char opts[128];
         snprintf(opts, sizeof(opts), "size=%zuk,nr_inodes=4096,mode=0755",
-                 (c->pl->code_len >> 10) + 1024 + (ns_machine_root_bytes(&c->mach) >> 10));
+                 ((c->pl->code_len + c->a->drivers_bytes) >> 10) + 1024 + (ns_machine_root_bytes(&c->mach) >> 10));
         tmpfs_or_die(c->root, opts, MS_NOSUID | MS_NODEV);
 }
 
@@ -428,6 +428,19 @@ static void op_code(root_ctx *c)
         write_or_die(p, c->pl->code, c->pl->code_len, 0444);
 }
 
+/* a session's drivers, read-only once the root is (engine/drivers.h) */
+static void op_drivers(root_ctx *c)
+{
+        if (!c->a->drivers)
+                return;
+        char p[600];
+        mkdirs_in_root(c, DRIVERS_DIR, p, sizeof(p));
+        for (const driver_file *f = c->a->drivers; f->name; f++) {
+                snprintf(p, sizeof(p), "%s%s/%s", c->root, DRIVERS_DIR, f->name);
+                write_str(p, f->text);
+        }
+}
+
 /* /proc of our own pid namespace and a /sys, showing the sandbox's limits */
 static void op_proc_sys(root_ctx *c)
 {
@@ -491,6 +504,7 @@ static const root_step root_steps[] = {
         BIND(op_bind_ro, "/wheelhouse", wheelhouse_dir),
         BIND(op_bind_rw, "/target", target_dir),
         STEP(op_code),
+        STEP(op_drivers),
         STEP(op_proc_sys),
         STEP(op_read_only),
         STEP(op_pivot),

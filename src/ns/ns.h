@@ -2,6 +2,8 @@
 /* The namespace backend: what the cloned child does, and what it is told. */
 #pragma once
 
+#include "engine/drivers.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +57,9 @@ typedef struct ns_child_args {
         char *const *argv;              /* NULL-terminated, exec'd (argv[0] is interpreter);
                                          * NULL: { interpreter, /code/<code_name> } */
         const char *sitecustomize;      /* Python's, in /etc/python3.X (charts.py); NULL: the host's */
+        /* interactive (sessions): the drivers, read-only in DRIVERS_DIR; NULL: none */
+        const driver_file *drivers;
+        size_t drivers_bytes;           /* their size in all, for the root's tmpfs */
         int payload_fd;                 /* sealed memfd: code and environment (payload.h) */
         bool has_files;                 /* files_fd is set: */
         int files_fd;                   /* sealed memfd: the files in (ns-files.h) */

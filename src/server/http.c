@@ -36,6 +36,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/mcp-route.h"
 #include "server/metrics.h"
 #include "server/records.h"
 #include "server/runtimes.h"
@@ -58,6 +59,7 @@ static const char *const route_paths[ROUTE_MAX] = {
         [ROUTE_METRICS] = "/metrics",
         [ROUTE_EXECUTIONS] = NULL,      /* a prefix, see route_of */
         [ROUTE_RUNTIMES] = "/api/v1/runtimes",
+        [ROUTE_MCP] = "/mcp",
         [ROUTE_OTHER] = NULL,
 };
 
@@ -136,6 +138,8 @@ static enum MHD_Result send_reply(call *c)
         MHD_add_response_header(resp, "X-Request-Id", c->id);
         if (c->allow)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->allow);
+        if (c->mcp_session[0])
+                MHD_add_response_header(resp, "Mcp-Session-Id", c->mcp_session);
         if (c->retry_after_s) {
                 char ra[16];
                 snprintf(ra, sizeof(ra), "%u", c->retry_after_s);
@@ -425,7 +429,10 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                 c->is_exec = is_exec_route; /* logged: who was turned away */
         } else if (c->route == ROUTE_OTHER) {
                 call_set_error(c, 404, "not_found",
-                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, GET /api/v1/runtimes, GET /health and GET /metrics");
+                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, GET /api/v1/runtimes, GET /health, GET /metrics and POST /mcp (MCP)");
+        } else if (c->route == ROUTE_MCP) {
+                if (mcp_route_headers(c, method, length) == 0)
+                        return MHD_YES; /* read the body */
         } else if (is_exec_route && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
                 c->allow = ALLOW_EXEC;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts POST only");
@@ -530,6 +537,12 @@ static enum MHD_Result on_complete(call *c)
                 call_set_error(c, 413, "too_large", msg);
                 return send_reply(c);
         }
+        if (c->route == ROUTE_MCP) {
+                mcp_route_body(c);
+                if (c->state == CALL_REPLY)
+                        return send_reply(c);
+                return c->stream ? stream_queue(c) : MHD_YES;
+        }
         int r = c->upload ? upload_finish(c->upload, &c->req, &err) :
                             hxs_request_from_json(c->body ? c->body : "", c->body_len, &srv->cfg, &c->req, &err);
         free(c->body);
@@ -621,6 +634,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                 metrics_http(&srv->m, c->route, 499); /* MHD saw the hang-up before asking us */
         admission_forget(c);
         stream_free(c);
+        mcp_route_forget(c);
         if (c->held) {
                 c->held = false;
                 srv->n_held--;

@@ -17,13 +17,15 @@ from pathlib import Path
 
 # folder -> folders of src/ it must not include from, and why
 FORBIDDEN = {
-    "core": ({"engine", "ns", "vm", "pkg", "server", "cli", "proto", "mcp"}, "core is the bottom layer: it reaches up to nothing"),
-    "engine": ({"ns", "vm", "server", "mcp"}, "the engine reaches its backends only through the backend interface"),
-    "ns": ({"server", "mcp"}, "a backend knows nothing of the service"),
-    "vm": ({"server", "ns", "mcp"}, "a backend knows nothing of the service, nor of the other backend"),
-    "pkg": ({"server", "vm", "mcp"}, "packages= knows nothing of the service nor of the microVMs"),
+    "core": ({"engine", "ns", "vm", "pkg", "server", "cli", "proto", "mcp", "session"}, "core is the bottom layer: it reaches up to nothing"),
+    "engine": ({"ns", "vm", "server", "mcp", "session"}, "the engine reaches its backends only through the backend interface"),
+    "ns": ({"server", "mcp", "session"}, "a backend knows nothing of the service"),
+    "vm": ({"server", "ns", "mcp", "session"}, "a backend knows nothing of the service, nor of the other backend"),
+    "pkg": ({"server", "vm", "mcp", "session"}, "packages= knows nothing of the service nor of the microVMs"),
+    "session": ({"ns", "vm", "pkg", "server", "cli", "proto", "mcp"},
+                "sessions run on the engine (one interactive execution): they know no backend nor the service"),
     "server": ({"ns", "vm", "pkg", "cli"}, "the service does not know which isolation runs (architecture.md)"),
-    "proto": ({"engine", "ns", "vm", "pkg", "server", "cli", "mcp"}, "the wire protocol stands alone: the guest agent links it"),
+    "proto": ({"engine", "ns", "vm", "pkg", "server", "cli", "mcp", "session"}, "the wire protocol stands alone: the guest agent links it"),
     "mcp": ({"ns", "vm", "pkg", "server", "cli", "proto"},
             "the MCP protocol is transport-free: it speaks to the engine, sessions and core, never to the service's internals"),
 }

@@ -237,6 +237,23 @@ def test_python_interrupt_survives_a_cell_that_ignores_sigint(py):
     assert py.done("s1", 10)["status"] == "interrupted"
 
 
+def test_a_forked_child_ends_with_the_cell(py):
+    r = py.cell("import os\npid = os.fork()\nif pid == 0:\n    print('child')\nelse:\n    os.waitpid(pid, 0)\n"
+                "'parent'")
+    assert r["value"]["text/plain"] == "'parent'"
+    time.sleep(0.3)
+    assert len([e for e in py.events if e["ev"] == "done" and e["id"] == r["id"]]) == 1
+    assert py.cell("1")["value"]["text/plain"] == "1"
+
+
+def test_a_big_put_is_linear(py, tmp_path):
+    data = os.urandom(48 << 20)
+    t = time.monotonic()
+    d, _ = py.op("put", path="big.bin", base64=base64.b64encode(data).decode())
+    assert d["status"] == "ok" and (tmp_path / "big.bin").read_bytes() == data
+    assert time.monotonic() - t < 20
+
+
 def test_interrupt_between_cells_is_harmless(py):
     py.send(op="interrupt", id="nothing")
     time.sleep(0.2)
@@ -475,6 +492,21 @@ def test_bash_interrupt_keeps_state(start):
     b.send(op="interrupt", id="s2")
     assert b.done("s2", 10)["status"] == "interrupted"
     assert b.cell("echo $x")["stdout"] == "7\n"
+
+
+def test_bash_cell_redirecting_its_output_does_not_silence_the_next(start):
+    b = start("bash")
+    r = b.cell("exec >/dev/null 2>&1\necho hidden")
+    assert r["stdout"] == ""
+    r = b.cell("echo visible; echo err >&2")
+    assert r["stdout"] == "visible\n" and r["stderr"] == "err\n"
+
+
+def test_exit_with_a_background_job_holding_the_pipes(start):
+    b = start("bash")
+    r = b.cell("sleep 30 &\nexit 2", timeout=15)
+    assert r["exception"]["type"] == "ProcessExited"
+    assert b.cell("echo again")["stdout"] == "again\n"
 
 
 def test_bash_builtins_redefined_by_the_cell(start):

@@ -127,7 +127,10 @@ static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret
         return 0;
 }
 
-int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error *err)
+/* generated from src/ns/charts.py: the same sitecustomize as the namespace backend's */
+extern const char embed_charts_py[];
+
+int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *job, hxs_error *err)
 {
         static sandbox_filter seccomp;
         static bool have_seccomp;
@@ -168,6 +171,8 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
                         .code_name = runtime_table[run->language].file,
                         .memory_mb = run->memory_mb,
                         .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
+                        .sitecustomize = embed_charts_py,
+                        .has_files = files_fd >= 0, .files_fd = files_fd,
                 },
                 .code = (const char *)code, .code_len = run->code_len, .envp = envp,
                 .with_stdin = run->stdin_len > 0, .uid_base = AGENT_UID_BASE,
@@ -199,6 +204,20 @@ int run_start(const hxp_run *run, const uint8_t *code, agent_job *job, hxs_error
 void run_kill(agent_job *job)
 {
         (void)write_file(CG_DIR "/cgroup.kill", "1");
+}
+
+void run_freeze(agent_job *job)
+{
+        char ev[512];
+        if (write_file(CG_DIR "/cgroup.freeze", "1") < 0)
+                return;
+        /* frozen once every task stopped; a task in the kernel takes a moment */
+        for (int i = 0; i < 200; i++) {
+                if (read_file(CG_DIR "/cgroup.events", ev, sizeof(ev)) > 0 && strstr(ev, "frozen 1"))
+                        return;
+                (void)nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+        }
+        agent_log("the sandbox did not freeze in 200 ms: its files are taken as they are");
 }
 
 static unsigned long long stat_field(const char *stat, const char *name)

@@ -17,11 +17,17 @@
  *
  * The conversation, and what the agent does at each step:
  *
- *      WAIT_HELLO --HELLO--> WAIT_RUN --RUN--> LOADING --CODE/STDIN...START--> RUNNING
- *                              ^  HELLO (any state before RUNNING) starts over  |
- *                                                                   EXIT, power off
+ *      WAIT_HELLO --HELLO--> WAIT_RUN --RUN--> LOADING --CODE/STDIN/FILE...START--> RUNNING
+ *                              ^  HELLO (any state before RUNNING) starts over       |
+ *                                                          FILE_OUT..., EXIT, power off
  *
- * A RUN, CODE, STDIN or START that breaks the rules (bad field, more bytes than
+ * Files in become the sandbox's files as on the host (agent-files.c). When the program
+ * ends, the sandbox's PID 1 holds its working directory until the agent has taken the
+ * files out; a program the sandbox ends is first frozen, so that its files are taken
+ * as they are then. At the time limit the program gets SIGTERM and TERM_GRACE_MS to
+ * flush what it printed (charts.py), as on the host, before the sandbox goes.
+ *
+ * A RUN, CODE, STDIN, FILE, FILE_DATA or START that breaks the rules (bad field, more bytes than
  * announced, START before everything arrived) ends the VM with an ERROR frame: the
  * host that sent it is broken, and a VM runs one execution anyway.
  */
@@ -41,6 +47,7 @@
 #include "guest/agent.h"
 #include "hexr-sandbox/sandbox.h"
 #include "ns/ns.h"
+#include "ns/ns-spawn.h"
 
 #ifndef HXS_VERSION
 #define HXS_VERSION "0"
@@ -54,6 +61,8 @@
 #define LINGER_MS        1000           /* after the last frame: for the host to hang up */
 #define FLUSH_MS         10000          /* last frames: how long to wait for the host */
 #define STALL_MS         2000           /* an incomplete frame this long without a byte is stale */
+#define TERM_GRACE_MS    150            /* SIGTERM at the time limit, then this long to flush */
+#define FILES_MS         60000          /* the files out: how long to wait for the host to take them */
 
 typedef enum state { WAIT_HELLO, WAIT_RUN, LOADING, RUNNING } state;
 
@@ -82,9 +91,12 @@ static struct conversation {
         bool timed_out, killed, reaped, thrashed;
         int pid1_status;        /* wait status of the sandbox's PID 1 (waitid) */
         uint64_t sent[2];       /* stdout, stderr bytes forwarded */
+        uint64_t kill_at_ns;    /* the time limit's SIGTERM was sent: the sandbox goes then */
         char report[512];
         size_t report_len;
-} cv;
+        agent_files_in fin;
+        agent_files_out fout;
+} cv = { .fin = { .fd = -1 } };
 
 void agent_log(const char *fmt, ...)
 {
@@ -127,6 +139,13 @@ static int send_frame(hxp_type type, const void *payload, size_t len)
                 memcpy(p + HXP_HEADER_SIZE, payload, len);
         ch.out_len += HXP_HEADER_SIZE + len;
         return 0;
+}
+
+int agent_send(hxp_type type, const void *payload, size_t len)
+{
+        if (out_free() < HXP_HEADER_SIZE + len + OUT_RESERVE)
+                return -ENOBUFS;
+        return send_frame(type, payload, len);
 }
 
 static void send_error(const char *text)
@@ -183,6 +202,7 @@ static void reset_load(void)
         cv.code = cv.stdin_data = NULL;
         cv.code_got = cv.stdin_got = cv.stdin_off = 0;
         cv.stdin_ended = false;
+        files_in_reset(&cv.fin);
 }
 
 static _Noreturn void fail_conversation(const char *text)
@@ -209,7 +229,7 @@ static const char *check_run(const hxp_run *r)
                 return "RUN: code_len too large";
         if (r->stdin_len > AGENT_STDIN_MAX)
                 return "RUN: stdin_len too large";
-        return NULL;
+        return files_in_check_run(r);
 }
 
 static void on_run(const hxp_frame *f)
@@ -234,11 +254,15 @@ static void on_start(void)
                 fail_conversation("START before all of the code arrived");
         if (cv.stdin_got != cv.run.stdin_len)
                 fail_conversation("START before all of stdin arrived");
-        int r = run_start(&cv.run, cv.code, &cv.job, &err);
+        const char *why = files_in_done(&cv.fin, &cv.run);
+        if (why)
+                fail_conversation(why);
+        int r = run_start(&cv.run, cv.code, cv.fin.fd, &cv.job, &err);
         if (r < 0)
                 fail_conversation(err.message);
         free(cv.code);
         cv.code = NULL;
+        files_in_reset(&cv.fin); /* the sandbox has its copy */
         agent_mark("program started");
         cv.st = RUNNING;
         cv.deadline_ns = cv.job.started_ns + (uint64_t)cv.run.timeout_ms * 1000000ull;
@@ -286,6 +310,16 @@ static void handle_frame(const hxp_frame *f)
                 memcpy(cv.stdin_data + cv.stdin_got, f->payload, f->len);
                 cv.stdin_got += f->len;
                 return;
+        case HXP_FILE:
+        case HXP_FILE_DATA: {
+                if (cv.st != LOADING)
+                        return;
+                const char *why = f->type == HXP_FILE ? files_in_file(&cv.fin, &cv.run, f)
+                                                      : files_in_data(&cv.fin, f);
+                if (why)
+                        fail_conversation(why);
+                return;
+        }
         case HXP_START:
                 if (cv.st == LOADING)
                         on_start();
@@ -301,6 +335,7 @@ static void handle_frame(const hxp_frame *f)
         case HXP_STDERR:
         case HXP_EXIT:
         case HXP_ERROR:
+        case HXP_FILE_OUT:
         case HXP_TYPE_MAX:
                 return; /* the agent's own frame types: not from a host */
         }
@@ -461,6 +496,43 @@ static void read_report(void)
         }
 }
 
+/* The report holds PID 1's status record (after a set-up error's text, if any). */
+static bool report_has_status(bool *ret_setup_error)
+{
+        size_t off = 0;
+        *ret_setup_error = cv.report_len >= 1 && cv.report[0] == NS_REPORT_ERROR;
+        if (*ret_setup_error) {
+                const char *nul = memchr(cv.report, '\0', cv.report_len);
+                if (!nul)
+                        return false;
+                off = (size_t)(nul - cv.report) + 1;
+        }
+        return cv.report_len - off >= 1 + sizeof(int) && cv.report[off] == NS_REPORT_STATUS;
+}
+
+/* The program has ended and PID 1, having reported, holds on the sync pipe with the
+ * working directory: the files out are taken now, then PID 1 is let go. */
+static void release_pid1(void)
+{
+        bool setup_error;
+        if (cv.job.sync_fd < 0 || !report_has_status(&setup_error))
+                return;
+        if (!setup_error)
+                files_out_take(&cv.fout, cv.job.pid, &cv.run);
+        close_fd(&cv.job.sync_fd);
+}
+
+/* A program the sandbox ends (time limit, memory): stopped where it is, its files
+ * taken as they are then, then every process of it killed. */
+static void stop_sandbox(void)
+{
+        agent_job *j = &cv.job;
+        run_freeze(j);
+        if (j->sync_fd >= 0)
+                files_out_take(&cv.fout, j->pid, &cv.run);
+        run_kill(j);
+}
+
 static void reap(void)
 {
         siginfo_t si = { 0 };
@@ -473,6 +545,23 @@ static void reap(void)
         close_fd(&cv.job.pidfd);
         close_fd(&cv.job.sync_fd);
         run_kill(&cv.job); /* its pid namespace died with it; this is for certainty */
+}
+
+static void wait_channel(uint64_t until);
+
+/* The files out, before EXIT: as many frames as the queue takes, then wait for the
+ * host to take some. A host too slow for FILES_MS gets the rest cut (it drops a file
+ * that EXIT interrupts). */
+static void send_files(void)
+{
+        uint64_t until = agent_now_ns() + FILES_MS * 1000000ull;
+        while (!files_out_send(&cv.fout) && agent_now_ns() < until) {
+                flush_out();
+                wait_channel(until);
+        }
+        if (cv.fout.next < cv.fout.res.n_files)
+                agent_log("the host did not take the files out in time: %zu of %zu sent", cv.fout.next,
+                          cv.fout.res.n_files);
 }
 
 /* PID 1's report, a sequence of records: 'E' text NUL (set-up failed, from PID 1 or
@@ -503,6 +592,7 @@ static void finish_run(void)
         uint32_t peak_kb;
         bool oom;
         run_stats(&cv.job, &peak_kb, &oom);
+        send_files();
         uint8_t buf[128];
         hxp_builder b;
         hxp_builder_init(&b, buf, sizeof(buf));
@@ -570,6 +660,7 @@ static void loop_once(void)
                 p[SLOT_PID] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
                 p[SLOT_PSI] = (struct pollfd){ .fd = cv.thrashed ? -1 : j->psi_fd, .events = POLLPRI };
                 uint64_t until = cv.reaped ? cv.pid1_gone_ns + DRAIN_MS * 1000000ull
+                                 : cv.kill_at_ns ? cv.kill_at_ns
                                  : cv.timed_out || cv.killed ? now + 100 * 1000000ull
                                                              : cv.deadline_ns;
                 int t = ms_until(until);
@@ -592,23 +683,50 @@ static void loop_once(void)
                         forward_output(&j->stderr_fd, 1);
                 if (p[SLOT_IN].revents)
                         feed_stdin();
-                if (p[SLOT_REPORT].revents)
+                if (p[SLOT_REPORT].revents) {
                         read_report();
+                        release_pid1();
+                }
                 if (p[SLOT_PSI].revents & POLLPRI && !cv.reaped && !cv.timed_out && !cv.killed) {
                         agent_log("the program thrashes at its memory limit: killed as out of memory");
                         cv.thrashed = true;
-                        run_kill(j);
+                        stop_sandbox();
                 }
                 if (p[SLOT_PID].revents)
                         reap();
                 if (!cv.reaped && !cv.timed_out && !cv.killed && agent_now_ns() >= cv.deadline_ns) {
+                        /* a moment to flush what it printed (charts.py), then it goes */
                         cv.timed_out = true;
-                        run_kill(j);
+                        ns_term_program(j->pid);
+                        cv.kill_at_ns = agent_now_ns() + TERM_GRACE_MS * 1000000ull;
+                }
+                if (cv.kill_at_ns && agent_now_ns() >= cv.kill_at_ns) {
+                        cv.kill_at_ns = 0;
+                        if (!cv.reaped)
+                                stop_sandbox();
                 }
                 if (run_done())
                         finish_run();
         }
         flush_out();
+}
+
+/* Until the channel takes bytes again, or until, or a host that went away had a
+ * moment to come back. */
+static void wait_channel(uint64_t until)
+{
+        struct pollfd p = { .fd = ch.fd, .events = POLLOUT };
+        if (ch.fd < 0 || ch.hup) {
+                (void)poll(NULL, 0, HUP_BACKOFF_MS);
+                ch.hup = false;
+                if (ch.fd < 0 && ch.listen_fd >= 0) {
+                        struct pollfd l = { .fd = ch.listen_fd, .events = POLLIN };
+                        if (poll(&l, 1, 0) > 0)
+                                accept_host();
+                }
+                return;
+        }
+        (void)poll(&p, 1, ms_until(until));
 }
 
 /* The last frames out, then power off. */
@@ -623,18 +741,7 @@ static _Noreturn void finish(void)
                 flush_out();
                 if (ch.out_len == 0)
                         break;
-                struct pollfd p = { .fd = ch.fd, .events = POLLOUT };
-                if (ch.fd < 0 || ch.hup) {
-                        (void)poll(NULL, 0, HUP_BACKOFF_MS);
-                        ch.hup = false;
-                        if (ch.fd < 0 && ch.listen_fd >= 0) {
-                                struct pollfd l = { .fd = ch.listen_fd, .events = POLLIN };
-                                if (poll(&l, 1, 0) > 0)
-                                        accept_host();
-                        }
-                        continue;
-                }
-                (void)poll(&p, 1, ms_until(until));
+                wait_channel(until);
         }
         if (ch.out_len > 0)
                 agent_log("powering off with %zu bytes the host did not take", ch.out_len);

@@ -18,8 +18,14 @@
 #define AGENT_STDIN_MAX  (64u << 20)
 #define AGENT_ENV_BYTES  (1u << 20)
 
+#define AGENT_FILES_MAX  10000u        /* MAX_FILES' maximum */
+
 /* Logs one line to the console (the VM's serial port). */
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Queues a frame for the host, keeping room for the control frames that end the
+ * conversation: -ENOBUFS when it does not fit now (the caller tries again once the
+ * channel took some). */
+int agent_send(hxp_type type, const void *payload, size_t len);
 
 /* ---- boot (agent-boot.c) ---------------------------------------------------- */
 
@@ -53,13 +59,49 @@ typedef struct agent_job {
         uint64_t started_ns;
 } agent_job;
 
-/* Starts the program described by run (code, stdin size and env already checked).
+/* Starts the program described by run (code, stdin size and env already checked),
+ * with the files of files_fd (a sealed bundle, ns-files.h; -1: none; the caller's).
  * -errno with err filled when the sandbox could not be set up. */
-int run_start(const hxp_run *run, const uint8_t *code, agent_job *ret, hxs_error *err);
+int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *ret, hxs_error *err);
 /* Kills every process of the sandbox (cgroup.kill). */
 void run_kill(agent_job *job);
+/* Stops every process of the sandbox where it is (cgroup.freeze), waiting a moment
+ * for the kernel to say so: its PID 1 then still holds the working directory, for the
+ * files out of a program ended by the sandbox. run_kill after it. */
+void run_freeze(agent_job *job);
 /* After the sandbox's PID 1 has gone: memory figures from the cgroup. */
 void run_stats(agent_job *job, uint32_t *ret_peak_kb, bool *ret_oom);
 void run_close(agent_job *job);
 
 uint64_t agent_now_ns(void);
+
+/* ---- files in and out (agent-files.c) ------------------------------------------ */
+
+typedef struct agent_files_in {
+        int fd;                 /* the bundle being written (ns-files.h); -1: none yet */
+        uint32_t begun;         /* FILE frames taken */
+        uint64_t bytes;         /* their sizes, in all */
+        uint64_t left;          /* bytes of the current file still to come */
+} agent_files_in;
+
+void files_in_reset(agent_files_in *in);
+/* RUN's files fields within the agent's bounds: NULL, or why not. */
+const char *files_in_check_run(const hxp_run *run);
+/* A FILE frame, a FILE_DATA frame, START: NULL, or why the host broke the rules. */
+const char *files_in_file(agent_files_in *in, const hxp_run *run, const hxp_frame *f);
+const char *files_in_data(agent_files_in *in, const hxp_frame *f);
+const char *files_in_done(agent_files_in *in, const hxp_run *run);
+
+typedef struct agent_files_out {
+        bool taken;
+        hxs_result res;         /* only files, n_files (files-out.c fills them) */
+        size_t next;            /* the file being sent */
+        bool begun;             /* its FILE_OUT is queued */
+        size_t off;             /* its bytes queued */
+} agent_files_out;
+
+/* Once the program has ended and before its PID 1 (pid1) lets go: what files-out.c
+ * collects, within RUN's budgets. Once. */
+void files_out_take(agent_files_out *out, pid_t pid1, const hxp_run *run);
+/* Queues the files' frames as the channel has room; true once all are queued. */
+bool files_out_send(agent_files_out *out);

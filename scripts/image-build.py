@@ -11,7 +11,10 @@ Writes, into the output directory:
   rootfs.ext4     the read-only root: the runtimes of scripts/runtimes.txt (Python 3.11
                   with numpy, pandas, scipy, matplotlib, ...; Node.js; Bash)
   manifest.json   what went in (packages and versions, the Python distributions of the
-                  root, checksums of every output)
+                  root, the session drivers, checksums of every output)
+
+The root also holds the session drivers (src/session/drivers/, or --drivers DIR) in
+/opt/hexr-session, where a session's sandbox runs them (src/engine/drivers.h).
 
 Where things come from:
   - the kernel: Debian's cloud kernel, resolved from the linux-image-cloud-amd64
@@ -51,6 +54,10 @@ KERNEL_META = "linux-image-cloud-amd64"
 # The runtimes: one manifest for the set-up script, this builder and the engine.
 RUNTIMES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtimes.txt")
 LANGUAGES = ("python", "javascript", "bash", "any")
+# The session drivers: in the source tree, or installed next to this script.
+DRIVERS_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "session", "drivers")
+DRIVERS_INSTALLED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "session-drivers")
+DRIVERS_GUEST_DIR = "opt/hexr-session"  # DRIVERS_DIR of src/engine/drivers.h, in the root
 
 
 def read_runtimes(path=RUNTIMES_FILE):
@@ -626,10 +633,33 @@ def fix_inode_times(image, epoch):
 
 # ---- manifest and cache ------------------------------------------------------------
 
-def inputs_key(kernel_pkg, kernel_version, packages, agent_sha, source):
+def session_drivers(given):
+    """{name: path} of the session drivers (driver.py and its .py/.js siblings)."""
+    d = given or (DRIVERS_SOURCE if os.path.isdir(DRIVERS_SOURCE) else DRIVERS_INSTALLED)
+    try:
+        names = sorted(n for n in os.listdir(d) if n.endswith((".py", ".js")))
+    except OSError as e:
+        raise BuildError(f"no session drivers in {d}: {e.strerror} (give --drivers DIR)")
+    if "driver.py" not in names:
+        raise BuildError(f"no driver.py in {d} (give --drivers DIR)")
+    return {n: os.path.join(d, n) for n in names}
+
+
+def add_drivers(staging, drivers):
+    """The drivers into the root, read-only for everyone but root (as the namespace
+    backend puts them)."""
+    dest = os.path.join(staging, DRIVERS_GUEST_DIR)
+    os.makedirs(dest, mode=0o755, exist_ok=True)
+    os.chmod(dest, 0o755)
+    for name, path in drivers.items():
+        shutil.copyfile(path, os.path.join(dest, name))
+        os.chmod(os.path.join(dest, name), 0o644)
+
+
+def inputs_key(kernel_pkg, kernel_version, packages, agent_sha, source, drivers=None):
     h = hashlib.sha256()
     h.update(json.dumps({"format": FORMAT, "source": source, "kernel": [kernel_pkg, kernel_version],
-                         "packages": packages, "agent": agent_sha,
+                         "packages": packages, "agent": agent_sha, "drivers": drivers or {},
                          "builder": sha256_file(os.path.abspath(__file__))},
                         sort_keys=True).encode())
     return h.hexdigest()
@@ -659,6 +689,8 @@ def build(args):
     if not os.path.isfile(args.agent):
         raise BuildError(f"no agent at {args.agent} (build the hexr-agent target)")
     agent_sha = sha256_file(args.agent)
+    drivers = session_drivers(args.drivers)
+    drivers_sha = {n: sha256_file(p) for n, p in drivers.items()}
     kernel_pkg, kernel_version = resolve_kernel()
     runtimes = read_runtimes()
     packages = [r[1] for r in runtimes]
@@ -675,7 +707,7 @@ def build(args):
             raise BuildError("--from debootstrap needs debootstrap (apt-get install debootstrap)")
         names = packages
         versions = archive_versions(packages)
-    key = inputs_key(kernel_pkg, kernel_version, versions, agent_sha, args.source)
+    key = inputs_key(kernel_pkg, kernel_version, versions, agent_sha, args.source, drivers_sha)
     print(f"      kernel {kernel_pkg} {kernel_version}; {len(names)} packages ({args.source}); "
           f"agent {agent_sha[:12]}")
     if not args.force and cache_valid(outdir, key):
@@ -730,7 +762,8 @@ def build(args):
                       f"{', '.join(packages)}; packages outside their Depends closure "
                       "and the Essential set purged")
 
-        progress.step("root tree: links, alternatives, ld.so.cache, timestamps")
+        progress.step("root tree: session drivers, links, alternatives, ld.so.cache, timestamps")
+        add_drivers(staging, drivers)
         finish_root(staging, epoch, host_alternatives=args.source == "host")
         dists = python_distributions(staging)
         lacking = [f"{r[2]} ({r[1]})" for r in runtimes if r[2] and normalize(r[2]) not in dists]
@@ -750,6 +783,7 @@ def build(args):
             "inputs_sha256": key,
             "kernel": {"package": kernel_pkg, "version": kernel_version, "release": kver},
             "agent_sha256": agent_sha,
+            "session_drivers": {"/" + DRIVERS_GUEST_DIR + "/" + n: sha for n, sha in drivers_sha.items()},
             "modules": modules,
             "source_date_epoch": epoch,
             "rootfs_source": source,
@@ -825,6 +859,8 @@ def main():
     b.add_argument("--agent", required=True)
     b.add_argument("--cache", help="where downloaded .deb files are kept (default OUTPUT.cache)")
     b.add_argument("--force", action="store_true")
+    b.add_argument("--drivers", help="the session drivers' directory (default: src/session/drivers "
+                   "of the source tree, or session-drivers/ next to this script)")
     b.add_argument("--from", dest="source", choices=("host", "debootstrap"), default="host",
                    help="root files: the host's installed packages (default), or debootstrap")
     i = sub.add_parser("info")

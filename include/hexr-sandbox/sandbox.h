@@ -141,6 +141,7 @@ typedef struct hxs_config {
         char spiffe_trust_bundles[4096]; /* SPIFFE_TRUST_BUNDLES: td=/file.pem,... */
         char spiffe_trust_domain[256];  /* SPIFFE_TRUST_DOMAIN: the service's own */
         char metrics_allow[4096];       /* METRICS_ALLOW: who may read /metrics ("" = AUTH_ALLOW) */
+        char mcp_allowed_origins[4096]; /* MCP_ALLOWED_ORIGINS: Origins /mcp accepts ("" = loopback) */
         uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER (0: automatic) */
         uint32_t max_connections_per_address; /* MAX_CONNECTIONS_PER_ADDRESS */
         uint32_t handshake_timeout_s;   /* HANDSHAKE_TIMEOUT: to the first request line */

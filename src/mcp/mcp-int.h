@@ -37,6 +37,15 @@ json_t *mcp_tools_json(const hxs_config *cfg);
  * protocol error (unknown tool, params not an object). -ENOMEM only. */
 int mcp_tools_call(mcp_session *s, const json_t *id, const json_t *params, mcp_outcome *ret);
 
+/* content.c: blocks appended to a content array (false on ENOMEM). */
+bool mcp_content_add(json_t *content, json_t *block);       /* steals block */
+bool mcp_content_status(json_t *content, const hxs_result *res);
+/* A returned file: image, embedded resource or a note; fj is its API object. */
+bool mcp_content_file(json_t *content, const hxs_file *f, const json_t *fj);
+void mcp_strip_file_contents(json_t *files);
+bool mcp_is_image(const char *mime);
+json_t *mcp_file_uri(const char *path);
+
 /* run-code.c: run_code's schemas, its arguments to a request, its result. */
 json_t *mcp_run_code_input_schema(const hxs_config *cfg);
 json_t *mcp_run_code_output_schema(void);

@@ -50,6 +50,7 @@ typedef struct mcp_outcome {
         char *cancel_id;        /* MCP_ACT_CANCEL: the request id as compact JSON */
         const char *method;     /* static: the method for metrics and logs ("other" when
                                  * not one of ours, "invalid" when no method could be read) */
+        const char *tool;       /* static: tools/call's tool when it is one of ours, else NULL */
         bool is_request;        /* the message was a request (it expects a response) */
 } mcp_outcome;
 
@@ -62,6 +63,8 @@ void mcp_outcome_clear(mcp_outcome *o);
 /* The request to start (validated against the session's cfg, as POST /api/v1/exec
  * validates). Owned by the run. */
 const hxs_request *mcp_run_request(const mcp_run *r);
+/* The same, handed over: the caller frees it (hxs_request_free); the run keeps NULL. */
+hxs_request *mcp_run_take_request(mcp_run *r);
 /* The call's JSON-RPC id as compact JSON text, to match a notifications/cancelled. */
 const char *mcp_run_id(const mcp_run *r);
 /* The tool's name (static), for metrics and logs. */

@@ -30,6 +30,13 @@ mcp_run *mcp_run_new(const json_t *id, const json_t *params, const char *tool, h
 }
 
 const hxs_request *mcp_run_request(const mcp_run *r) { return r->req; }
+hxs_request *mcp_run_take_request(mcp_run *r)
+{
+        hxs_request *req = r->req;
+        r->req = NULL;
+        return req;
+}
+
 const char *mcp_run_id(const mcp_run *r) { return r->id_text; }
 const char *mcp_run_tool(const mcp_run *r) { return r->tool; }
 bool mcp_run_wants_progress(const mcp_run *r) { return r->token != NULL; }

@@ -70,6 +70,7 @@ int mcp_tools_call(mcp_session *s, const json_t *id, const json_t *params, mcp_o
             strlen(json_string_value(name)) != json_string_length(name))
                 return protocol_error(ret, id, MCP_INVALID_PARAMS,
                                       "unknown tool (tools/list names the tools: run_code)");
+        ret->tool = "run_code";
         if (args && !json_is_object(args) && !json_is_null(args))
                 return protocol_error(ret, id, MCP_INVALID_PARAMS, "params.arguments: must be an object");
 

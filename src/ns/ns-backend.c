@@ -359,37 +359,6 @@ static void ns_kill(hxs_exec *x)
                 cg_exec_kill(&nx->cg);
 }
 
-/* SIGTERM to the program, PID 1's child (PID 1 runs as another user than the program
- * and has no capability: it cannot pass it on itself). The pidfd is taken before the
- * parent is checked, so that a pid reused meanwhile is never signalled. */
-static void term_program(struct ns_exec *nx)
-{
-        char p[96], buf[64];
-        snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)nx->pid, (int)nx->pid);
-        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-        if (n <= 0)
-                return;
-        buf[n] = '\0';
-        pid_t child = (pid_t)strtol(buf, NULL, 10);
-        if (child <= 0)
-                return;
-        _cleanup_close_ int cfd = (int)syscall(SYS_pidfd_open, child, 0);
-        if (cfd < 0)
-                return;
-        snprintf(p, sizeof(p), "/proc/%d/status", (int)child);
-        char status[4096];
-        _cleanup_close_ int sfd = open(p, O_RDONLY | O_CLOEXEC);
-        ssize_t sn = sfd >= 0 ? read(sfd, status, sizeof(status) - 1) : -1;
-        if (sn <= 0)
-                return;
-        status[sn] = '\0';
-        const char *pp = strstr(status, "\nPPid:");
-        if (!pp || (pid_t)strtol(pp + 7, NULL, 10) != nx->pid)
-                return;
-        (void)pidfd_send_signal(cfd, SIGTERM, NULL, 0);
-}
-
 /* PID 1's status record is in: first in the pipe, or after the program's set-up error
  * (a NUL-terminated record). */
 static bool report_has_status(const struct ns_exec *nx, bool *ret_setup_error)
@@ -418,18 +387,10 @@ static void take_files_and_release(hxs_exec *x)
                 close_fd(&nx->sync_fd); /* nothing ran: nothing to take */
                 return;
         }
-        char p[64];
-        snprintf(p, sizeof(p), "/proc/%d/root", (int)nx->pid);
-        int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (root >= 0) {
-                struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-                                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-                int home = (int)syscall(SYS_openat2, root, NS_SANDBOX_HOME + 1, &how, sizeof(how));
-                if (home >= 0) {
-                        (void)files_collect(home, x->req, nx->b->env->cfg, &x->result);
-                        close(home);
-                }
-                close(root);
+        int home = ns_home_open(nx->pid);
+        if (home >= 0) {
+                (void)files_collect(home, x->req, nx->b->env->cfg, &x->result);
+                close(home);
         }
         close_fd(&nx->sync_fd);
 }
@@ -623,7 +584,7 @@ static int ns_process(hxs_exec *x)
                                 /* time is up: a moment to flush, then the whole sandbox goes */
                                 nx->term_sent = true;
                                 x->timed_out = true;
-                                term_program(nx);
+                                ns_term_program(nx->pid);
                                 timerfd_arm_ms(nx->timer_fd, TERM_GRACE_MS);
                         } else if (!nx->reaped || nx->report_fd >= 0) {
                                 /* the whole sandbox goes; an output-limit kill already under

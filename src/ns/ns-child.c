@@ -185,11 +185,12 @@ static void write_userns_counters(const ns_limits *lim, int fds[ARRAY_SIZE(usern
 
 /* PID 1 without a static init to exec (the microVM's agent passes none): the same
  * loop, in this copy of the agent. */
-static _Noreturn void init_loop(pid_t program)
+static _Noreturn void init_loop(pid_t program, int hold_fd)
 {
         /* Only our own signal handling matters: the kernel already ignores signals from
-         * inside the namespace that PID 1 has no handler for. */
-        ns_init_reap(program, ns_report_fd(), -1);
+         * inside the namespace that PID 1 has no handler for. It holds on the sync pipe
+         * as the static init does: the supervisor takes the files out meanwhile. */
+        ns_init_reap(program, ns_report_fd(), hold_fd);
 }
 
 /* Becomes the static init: the report pipe at NS_INIT_REPORT_FD, nothing else open,
@@ -306,11 +307,9 @@ static void read_payload(const ns_child_args *a, payload_view *ret)
 }
 
 /* cgroup namespace now, so the sandbox's own cgroup is its root. The sync pipe stays
- * open: the static init holds on it (NS_INIT_HOLD_FD). */
+ * open: PID 1 holds on it (NS_INIT_HOLD_FD, or init_loop without the static init). */
 static void enter_cgroup_namespace(const ns_child_args *a)
 {
-        if (a->init_fd < 0)
-                close(a->sync_fd);
         if (unshare(CLONE_NEWCGROUP) < 0)
                 ns_child_die("unsharing the cgroup namespace");
 }
@@ -350,7 +349,7 @@ static _Noreturn void become_init(const ns_child_args *a, pid_t program)
         if (jail_no_new_privs() < 0 || sandbox_filter_load(a->seccomp) < 0)
                 _exit(127);
         if (a->init_fd < 0)
-                init_loop(program);
+                init_loop(program, a->sync_fd);
         exec_init(a->init_fd, a->sync_fd, program);
 }
 

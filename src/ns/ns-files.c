@@ -57,25 +57,48 @@ static int copy_fd(int src, int dst, uint64_t size)
         return 0;
 }
 
-int ns_files_bundle(const hxs_request *req)
+int ns_files_new(void)
 {
         int fd = memfd_create("hxs-files", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (fd < 0)
+        return fd < 0 ? -errno : fd;
+}
+
+int ns_files_add(int fd, const char *path, uint64_t size)
+{
+        uint32_t pl = (uint32_t)strlen(path);
+        int r;
+        if ((r = write_full(fd, &pl, sizeof(pl))) < 0 || (r = write_full(fd, path, pl)) < 0)
+                return r;
+        return write_full(fd, &size, sizeof(size));
+}
+
+int ns_files_append(int fd, const void *p, size_t n)
+{
+        return write_full(fd, p, n);
+}
+
+int ns_files_seal(int fd)
+{
+        if (lseek(fd, 0, SEEK_SET) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
                 return -errno;
+        return 0;
+}
+
+int ns_files_bundle(const hxs_request *req)
+{
+        int fd = ns_files_new();
+        if (fd < 0)
+                return fd;
         int r = 0;
         for (size_t i = 0; r == 0 && i < req->n_files; i++) {
                 const request_file *f = &req->files[i];
-                uint32_t pl = (uint32_t)strlen(f->path);
-                uint64_t size = f->size;
-                if ((r = write_full(fd, &pl, sizeof(pl))) < 0 || (r = write_full(fd, f->path, pl)) < 0 ||
-                    (r = write_full(fd, &size, sizeof(size))) < 0)
+                if ((r = ns_files_add(fd, f->path, f->size)) < 0)
                         break;
-                r = f->fd >= 0 ? copy_fd(f->fd, fd, size) : write_full(fd, f->data, f->len);
+                r = f->fd >= 0 ? copy_fd(f->fd, fd, f->size) : write_full(fd, f->data, f->len);
         }
-        if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
-                r = -errno;
-        if (r == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-                r = -errno;
+        if (r == 0)
+                r = ns_files_seal(fd);
         if (r < 0) {
                 close(fd);
                 return r;

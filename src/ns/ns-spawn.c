@@ -2,9 +2,13 @@
 /* The supervisor side of a sandbox, once for the engine and the agent (ns-spawn.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
@@ -175,4 +179,47 @@ void ns_child_close(ns_child *c)
         close_fd(&c->stdout_fd);
         close_fd(&c->stderr_fd);
         close_fd(&c->stdin_fd);
+}
+
+/* The pidfd is taken before the parent is checked, so that a pid reused meanwhile is
+ * never signalled. */
+void ns_term_program(pid_t pid1)
+{
+        char p[96], buf[64];
+        snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid1, (int)pid1);
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (n <= 0)
+                return;
+        buf[n] = '\0';
+        pid_t child = (pid_t)strtol(buf, NULL, 10);
+        if (child <= 0)
+                return;
+        _cleanup_close_ int cfd = (int)syscall(SYS_pidfd_open, child, 0);
+        if (cfd < 0)
+                return;
+        snprintf(p, sizeof(p), "/proc/%d/status", (int)child);
+        char status[4096];
+        _cleanup_close_ int sfd = open(p, O_RDONLY | O_CLOEXEC);
+        ssize_t sn = sfd >= 0 ? read(sfd, status, sizeof(status) - 1) : -1;
+        if (sn <= 0)
+                return;
+        status[sn] = '\0';
+        const char *pp = strstr(status, "\nPPid:");
+        if (!pp || (pid_t)strtol(pp + 7, NULL, 10) != pid1)
+                return;
+        (void)syscall(SYS_pidfd_send_signal, cfd, SIGTERM, NULL, 0);
+}
+
+int ns_home_open(pid_t pid1)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/root", (int)pid1);
+        _cleanup_close_ int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int home = (int)syscall(SYS_openat2, root, NS_SANDBOX_HOME + 1, &how, sizeof(how));
+        return home < 0 ? -errno : home;
 }

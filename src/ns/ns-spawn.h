@@ -74,3 +74,16 @@ void ns_child_abort(ns_child *c, hxs_error *err);
 
 /* Closes every descriptor of c (the pid stays: reaping is the caller's). */
 void ns_child_close(ns_child *c);
+
+/* ---- once the program runs ------------------------------------------------------ */
+
+/* SIGTERM to the program, the only child of the sandbox's PID 1 (pid1): the time
+ * limit's first step, a moment for it to flush before the sandbox is killed. PID 1
+ * runs as another user than the program and has no capability: it cannot pass it on
+ * itself. Nothing happens when there is no such child (any more). */
+void ns_term_program(pid_t pid1);
+
+/* The sandbox's working directory, opened through the root of its PID 1 (alive, or
+ * frozen) without following any symlink: for the files out (files-out.h), which go
+ * with PID 1. -errno when it is not there. */
+int ns_home_open(pid_t pid1);

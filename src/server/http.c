@@ -36,6 +36,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/mcp-route.h"
 #include "server/metrics.h"
 #include "server/records.h"
 #include "server/runtimes.h"
@@ -61,6 +62,7 @@ static const char *const route_paths[ROUTE_MAX] = {
         [ROUTE_EXECUTIONS] = NULL,      /* a prefix, see route_of */
         [ROUTE_RUNTIMES] = "/api/v1/runtimes",
         [ROUTE_SESSIONS] = NULL,        /* a prefix, see route_of */
+        [ROUTE_MCP] = "/mcp",
         [ROUTE_OTHER] = NULL,
 };
 
@@ -142,6 +144,8 @@ static enum MHD_Result send_reply(call *c)
         MHD_add_response_header(resp, "X-Request-Id", c->id);
         if (c->allow)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->allow);
+        if (c->mcp_session[0])
+                MHD_add_response_header(resp, "Mcp-Session-Id", c->mcp_session);
         if (c->retry_after_s) {
                 char ra[16];
                 snprintf(ra, sizeof(ra), "%u", c->retry_after_s);
@@ -455,7 +459,7 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                 c->is_exec = is_exec_route; /* logged: who was turned away */
         } else if (c->route == ROUTE_OTHER) {
                 call_set_error(c, 404, "not_found",
-                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, /api/v1/sessions, GET /api/v1/runtimes, GET /health and GET /metrics");
+                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, /api/v1/sessions, GET /api/v1/runtimes, GET /health, GET /metrics and POST /mcp (MCP)");
         } else if (c->route == ROUTE_SESSIONS) {
                 int r = session_call_headers(c, method, url, length);
                 if (r == 0)
@@ -464,6 +468,9 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                         c->state = CALL_REPLY; /* sent once the (empty) body is read */
                         return MHD_YES;
                 }
+        } else if (c->route == ROUTE_MCP) {
+                if (mcp_route_headers(c, method, length) == 0)
+                        return MHD_YES; /* read the body */
         } else if (is_exec_route && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
                 c->allow = ALLOW_EXEC;
                 call_set_error(c, 405, "method_not_allowed", "this path accepts POST only");
@@ -578,6 +585,12 @@ static enum MHD_Result on_complete(call *c)
                 call_set_error(c, 413, "too_large", msg);
                 return send_reply(c);
         }
+        if (c->route == ROUTE_MCP) {
+                mcp_route_body(c);
+                if (c->state == CALL_REPLY)
+                        return send_reply(c);
+                return c->stream ? stream_queue(c) : MHD_YES;
+        }
         int r = c->upload ? upload_finish(c->upload, &c->req, &err) :
                             hxs_request_from_json(c->body ? c->body : "", c->body_len, &srv->cfg, &c->req, &err);
         free(c->body);
@@ -670,6 +683,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         session_call_forget(c);
         admission_forget(c);
         stream_free(c);
+        mcp_route_forget(c);
         if (c->held) {
                 c->held = false;
                 srv->n_held--;

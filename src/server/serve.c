@@ -342,6 +342,7 @@ int server_new(const hxs_config *cfg, server **ret, hxs_error *err)
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         srv->sigfd = srv->listen.fd = -1;
         srv->sig_watch.fd = srv->mhd_watch.fd = -1;
+        TAILQ_INIT(&srv->mcp_calls);
         srv->cfg = *cfg;
         settle(&srv->cfg);
 

@@ -3,7 +3,9 @@
  * The microVM backend behind the engine's table. An execution takes a booted VM from
  * the pool (or boots one), sends the request, turns the agent's frames into the same
  * result the namespace backend gives, and destroys the VM. Everything the guest
- * sends is hostile: a malformed frame ends the execution and the VM.
+ * sends is hostile: a malformed frame ends the execution and the VM. The files in go
+ * after the code and stdin, a frame at a time as the channel takes them, and the
+ * files out come before EXIT (vm-files.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include "core/macro.h"
 #include "engine/backend.h"
 #include "engine/output.h"
+#include "engine/request.h"
 #include "engine/runtime.h"
 #include "vm/vm.h"
 
@@ -52,11 +55,14 @@ struct vm_exec {
         vm_instance vm;
         bool have_vm;
         bool pooled;
+        const hxs_config *cfg;  /* the engine's */
         vm_spawn_job *job;      /* a cold start under way */
         int job_fd;
         int timer_fd;
         uint8_t *out;           /* frames still to send */
-        size_t out_len, out_off;
+        size_t out_len, out_off, out_size;
+        vm_files_tx tx;         /* the files in and START, once out is sent */
+        vm_files_rx rx;         /* the files out */
         bool out_armed;         /* EPOLLOUT is on */
         bool got_exit;
         bool hv_exited;         /* the hypervisor is gone: what it wrote is still read */
@@ -101,7 +107,8 @@ static int append_chunks(uint8_t *buf, size_t *len, hxp_type type, const uint8_t
         return 0;
 }
 
-/* RUN, CODE..., STDIN..., an empty STDIN, START: one buffer written as the VM reads. */
+/* RUN, CODE..., STDIN..., an empty STDIN: one buffer written as the VM reads; the
+ * files and START follow (vm-files.c). */
 static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
 {
         const hxs_request *req = x->req;
@@ -129,6 +136,12 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         hxp_put_u32(&b, HXP_RUN_OUTPUT_MAX, cfg->max_output_bytes);
         hxp_put_u32(&b, HXP_RUN_CODE_LEN, (uint32_t)req->code_len);
         hxp_put_u32(&b, HXP_RUN_STDIN_LEN, (uint32_t)req->stdin_len);
+        hxp_put_u32(&b, HXP_RUN_FILES, (uint32_t)req->n_files);
+        hxp_put_u64(&b, HXP_RUN_FILES_BYTES, request_files_bytes(req));
+        hxp_put_u32(&b, HXP_RUN_RETURN_FILES, cfg->max_return_files);
+        hxp_put_u64(&b, HXP_RUN_RETURN_BYTES, cfg->max_return_bytes);
+        for (size_t i = 0; i < req->n_globs; i++)
+                hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, req->return_globs[i], strlen(req->return_globs[i]));
         for (size_t i = 0; i < n_env; i++)
                 hxp_put_bytes(&b, HXP_RUN_ENV, env[i], strlen(env[i]));
         strv_free(env);
@@ -140,13 +153,14 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         }
         struct vm_exec *vx = x->priv;
         size_t total = HXP_HEADER_SIZE + b.len + chunked_size(req->code_len) +
-                       chunked_size(req->stdin_len) + 2 * HXP_HEADER_SIZE;
+                       chunked_size(req->stdin_len) + HXP_HEADER_SIZE;
         vx->out = malloc(total);
         if (!vx->out) {
                 free(run);
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         }
         vx->out_len = 0;
+        vx->out_size = total;
         r = append_frame(vx->out, &vx->out_len, HXP_RUN, run, b.len);
         free(run);
         if (r == 0)
@@ -156,8 +170,6 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
                                   req->stdin_len);
         if (r == 0)
                 r = append_frame(vx->out, &vx->out_len, HXP_STDIN, NULL, 0);
-        if (r == 0)
-                r = append_frame(vx->out, &vx->out_len, HXP_START, NULL, 0);
         if (r < 0)
                 return err_fail(err, HXS_ERR_INTERNAL, r, "building the microVM request");
         return 0;
@@ -227,6 +239,7 @@ static int vm_start(void *state, hxs_exec *x, hxs_error *err)
         struct vm_backend *b = state;
         struct vm_exec *vx = x->priv;
         vx->timer_fd = vx->job_fd = -1;
+        vx->cfg = b->cfg;
         clock_gettime(CLOCK_MONOTONIC, &x->started);
         int r = build_request(b->cfg, x, err);
         if (r < 0)
@@ -281,20 +294,56 @@ static bool spawned(hxs_exec *x)
         return true;
 }
 
-static void send_pending(hxs_exec *x)
+/* The next frame of the files in (or START) into out, once what it held has gone:
+ * false when there is none, or when a staged file could not be read (the execution
+ * fails). */
+static bool next_frame(hxs_exec *x)
 {
         struct vm_exec *vx = x->priv;
-        while (vx->out_off < vx->out_len) {
-                ssize_t w = write(vx->vm.chan, vx->out + vx->out_off, vx->out_len - vx->out_off);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN)
-                                return;
-                        break; /* the VM is gone: the reader or the pidfd will say so */
+        if (vx->tx.done)
+                return false;
+        if (vx->out_size < HXP_FRAME_MAX) {
+                uint8_t *p = realloc(vx->out, HXP_FRAME_MAX);
+                if (!p) {
+                        set_failure(x, "sending the files: ", strerror(ENOMEM));
+                        return false;
                 }
-                vx->out_off += (size_t)w;
+                vx->out = p;
+                vx->out_size = HXP_FRAME_MAX;
         }
+        long n = vm_files_next_frame(&vx->tx, x->req, vx->out);
+        if (n < 0) {
+                set_failure(x, "reading a file to send: ", strerror((int)-n));
+                return false;
+        }
+        vx->out_len = (size_t)n;
+        vx->out_off = 0;
+        return n > 0;
+}
+
+/* Returns false when the execution cannot go on (a file that cannot be read). */
+static bool send_pending(hxs_exec *x)
+{
+        struct vm_exec *vx = x->priv;
+        for (;;) {
+                while (vx->out_off < vx->out_len) {
+                        ssize_t w = write(vx->vm.chan, vx->out + vx->out_off, vx->out_len - vx->out_off);
+                        if (w < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                if (errno == EAGAIN)
+                                        return true;
+                                goto gone; /* the reader or the pidfd will say so */
+                        }
+                        vx->out_off += (size_t)w;
+                }
+                if (!next_frame(x)) {
+                        if (x->setup_failed)
+                                return false;
+                        break;
+                }
+        }
+gone:
         vx->out_off = vx->out_len;
         if (vx->out_armed) {
                 (void)epoll_set(x->epfd, EPOLL_CTL_MOD, vx->vm.chan, EPOLLIN, TAG_CHAN);
@@ -302,12 +351,14 @@ static void send_pending(hxs_exec *x)
         }
         free(vx->out);
         vx->out = NULL;
-        vx->out_len = vx->out_off = 0;
+        vx->out_len = vx->out_off = vx->out_size = 0;
+        vx->tx.done = true;
+        return true;
 }
 
 /* Frames from the agent, at most one budget's worth. Returns true when the execution
  * is over. */
-static bool receive(hxs_exec *x)
+static bool receive(hxs_exec *x, const hxs_config *cfg)
 {
         struct vm_exec *vx = x->priv;
         size_t bytes = 0;
@@ -331,7 +382,20 @@ static bool receive(hxs_exec *x)
                         if (exec_output(x, f.type == HXP_STDOUT ? 1 : 2, f.payload, f.len))
                                 return true;
                         break;
+                case HXP_FILE_OUT:
+                case HXP_FILE_DATA:
+                        r = vm_files_receive(&vx->rx, &f, x->req, cfg, &x->result);
+                        if (r == -ENOMEM) {
+                                set_failure(x, "receiving the files: ", strerror(ENOMEM));
+                                return true;
+                        }
+                        if (r < 0) {
+                                set_failure(x, "the microVM's agent sent files out of bounds", "");
+                                return true;
+                        }
+                        break;
                 case HXP_EXIT:
+                        vm_files_end(&vx->rx, &x->result);
                         if (hxp_exit_decode(f.payload, f.len, &vx->ex) < 0) {
                                 set_failure(x, "the microVM's agent sent a malformed result", "");
                                 return true;
@@ -382,15 +446,15 @@ static int vm_process(hxs_exec *x)
                         readable = true;
                         break;
                 case TAG_CHAN:
-                        if (evs[i].events & EPOLLOUT)
-                                send_pending(x);
+                        if ((evs[i].events & EPOLLOUT) && !send_pending(x))
+                                over = true;
                         if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                                 readable = true;
                         break;
                 }
         }
         if (readable && !over)
-                over = receive(x);
+                over = receive(x, vx->cfg);
         if (over && !x->done)
                 finish(x);
         return 0;
@@ -466,7 +530,7 @@ static void vm_stats(void *state, hxs_engine_stats *st)
 
 const backend_ops qemu_backend = {
         .name = "qemu",
-        .features = BACKEND_BUILT_IMAGE,
+        .features = BACKEND_BUILT_IMAGE | BACKEND_FILES,
         .exec_size = sizeof(struct vm_exec),
         .usable = vm_qemu_usable, .probe = vm_probe,
         .init = vm_init, .fini = vm_fini, .check = vm_check, .stats = vm_stats,
@@ -475,7 +539,7 @@ const backend_ops qemu_backend = {
 
 const backend_ops firecracker_backend = {
         .name = "firecracker",
-        .features = BACKEND_BUILT_IMAGE,
+        .features = BACKEND_BUILT_IMAGE | BACKEND_FILES,
         .exec_size = sizeof(struct vm_exec),
         .usable = vm_firecracker_usable, .probe = NULL, /* qemu's lines cover it */
         .init = vm_init, .fini = vm_fini, .check = vm_check, .stats = vm_stats,

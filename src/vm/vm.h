@@ -102,6 +102,31 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret);
  * agent reported an error) or -EBADMSG, with err filled. */
 int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err);
 
+/* ---- the files of one execution (vm-files.c) ---------------------------------- */
+
+/* The request's files in, as frames: FILE, its FILE_DATA, ..., then START. */
+typedef struct vm_files_tx {
+        size_t next;                    /* the file being sent */
+        bool begun;                     /* its FILE frame went */
+        uint64_t off;                   /* its bytes sent */
+        bool done;                      /* START went */
+} vm_files_tx;
+/* Writes the next frame into buf (HXP_FRAME_MAX bytes): its size; 0 once START went;
+ * -errno when a staged file cannot be read. */
+long vm_files_next_frame(vm_files_tx *t, const hxs_request *req, uint8_t *buf);
+
+/* The guest's files out, as they arrive. */
+typedef struct vm_files_rx {
+        uint64_t left;                  /* bytes of the last file still to come */
+        uint64_t bytes;                 /* announced, in all: within MAX_RETURN_BYTES */
+} vm_files_rx;
+/* A FILE_OUT or FILE_DATA frame into res->files: 0; -EBADMSG when the guest broke a
+ * rule or a budget (the caller ends the execution); -ENOMEM. */
+int vm_files_receive(vm_files_rx *rx, const hxp_frame *f, const hxs_request *req, const hxs_config *cfg,
+                     hxs_result *res);
+/* At EXIT: a file whose bytes did not all come is dropped. */
+void vm_files_end(vm_files_rx *rx, hxs_result *res);
+
 /* ---- the hypervisor process, for every driver (vm-hypervisor.c) --------------- */
 
 /* Appends the hypervisor's stderr (what it said before dying) to buf. */

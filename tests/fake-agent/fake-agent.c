@@ -37,11 +37,52 @@ void fake_send_frame(int fd, hxp_type type, const void *p, size_t n)
                 fake_write_all(fd, p, n);
 }
 
+static hxp_run run;
+static uint8_t run_payload[HXP_PAYLOAD_MAX]; /* run points into it */
+static fake_file files[FAKE_FILES_MAX];
+static size_t n_files;
+
+const hxp_run *fake_run(void)
+{
+        return &run;
+}
+
+const fake_file *fake_files(size_t *ret_n)
+{
+        *ret_n = n_files;
+        return files;
+}
+
+static void take_file(const hxp_frame *f)
+{
+        hxp_file h;
+        if (hxp_file_decode(f->payload, f->len, &h) < 0) {
+                fprintf(stderr, "fake agent: a malformed FILE from the host\n");
+                exit(1);
+        }
+        if (n_files == FAKE_FILES_MAX)
+                return;
+        fake_file *ff = &files[n_files++];
+        memcpy(ff->path, h.path, h.path_len);
+        ff->path[h.path_len] = '\0';
+        ff->size = h.size;
+        ff->len = 0;
+}
+
+static void take_file_data(const hxp_frame *f)
+{
+        if (n_files == 0)
+                return;
+        fake_file *ff = &files[n_files - 1];
+        size_t c = f->len < sizeof(ff->data) - ff->len ? f->len : sizeof(ff->data) - ff->len;
+        memcpy(ff->data + ff->len, f->payload, c);
+        ff->len += c;
+}
+
 _Noreturn void fake_agent(int fd, const char *ready_text, fake_start_fn on_start)
 {
         static uint8_t buf[HXP_FRAME_MAX * 2];
         static char code[4096];
-        static hxp_run run;
         size_t len = 0, code_len = 0;
         bool have_run = false;
         for (;;) {
@@ -67,7 +108,14 @@ _Noreturn void fake_agent(int fd, const char *ready_text, fake_start_fn on_start
                         break;
                 }
                 case HXP_RUN:
-                        have_run = hxp_run_decode(f.payload, f.len, &run) == 0;
+                        memcpy(run_payload, f.payload, f.len);
+                        have_run = hxp_run_decode(run_payload, f.len, &run) == 0;
+                        break;
+                case HXP_FILE:
+                        take_file(&f);
+                        break;
+                case HXP_FILE_DATA:
+                        take_file_data(&f);
                         break;
                 case HXP_CODE: {
                         size_t c = f.len < sizeof(code) - code_len ? f.len : sizeof(code) - code_len;

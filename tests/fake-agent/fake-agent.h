@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The guest agent as the stand-in hypervisors (tests/fake-firecracker, tests/fake-qemu)
- * play it on the stream the driver connects: READY to HELLO; RUN, CODE and STDIN
- * collected; at START the fake's own on_start decides what the "guest" does. And the
+ * play it on the stream the driver connects: READY to HELLO; RUN, CODE, STDIN and the
+ * files in (FILE, FILE_DATA) collected; at START the fake's own on_start decides what the "guest" does. And the
  * one line both print first about the jail they run in. Static, no allocation.
  */
 #pragma once
@@ -11,6 +11,20 @@
 #include <stddef.h>
 
 #include "proto/proto.h"
+
+/* A file in, as it came (its first FAKE_FILE_BYTES bytes). */
+#define FAKE_FILES_MAX 16
+#define FAKE_FILE_BYTES 4096
+typedef struct fake_file {
+        char path[HXP_PATH_MAX + 1];
+        uint64_t size;
+        char data[FAKE_FILE_BYTES];
+        size_t len;
+} fake_file;
+
+/* What came before START: the decoded RUN (valid only when have_run) and the files. */
+const hxp_run *fake_run(void);
+const fake_file *fake_files(size_t *ret_n);
 
 /* Writes all of it; exits 0 when the host has gone (so does the VM). */
 void fake_write_all(int fd, const void *p, size_t n);

@@ -9,6 +9,12 @@
  * after RUN, CODE, STDIN and START it does what the code says:
  *   flood                   writes empty STDOUT and READY frames as fast as the host
  *                           takes them, until the host goes (a hostile guest);
+ *   files                   one STDOUT line per file in ("in PATH SIZE BYTES") and
+ *                           the RUN's return budgets and globs, each file back as
+ *                           output/PATH (FILE_OUT, FILE_DATA), then EXIT 0;
+ *   hostile-files CASE      files out that break a rule (CASE: too-many, too-big,
+ *                           past-budget, dotdot, absolute, unwanted, overrun,
+ *                           unordered, duplicate, orphan-data, bad-tlv), then EXIT 0;
  *   anything else           one STDOUT frame describing the jail it found itself in
  *                           (ids, capabilities, for each line "connect PATH" of the
  *                           code whether a unix socket at PATH answered, the code, and
@@ -140,6 +146,108 @@ static void describe(text *t, const char *code, size_t code_len)
         walk(t, "/", 0); /* last: on a host's whole tree it fills what is left */
 }
 
+/* ---- files ------------------------------------------------------------------------------ */
+
+static _Noreturn void send_exit(int fd)
+{
+        uint8_t ex[64];
+        hxp_builder b;
+        hxp_builder_init(&b, ex, sizeof(ex));
+        hxp_put_u32(&b, HXP_EXIT_WAIT_STATUS, 0);
+        hxp_put_u32(&b, HXP_EXIT_TIME_MS, 1);
+        fake_send_frame(fd, HXP_EXIT, ex, b.len);
+        exit(0);
+}
+
+/* FILE_OUT (path, size, len; truncated when len is 0 and size is not), then len bytes
+ * of data (none when NULL; at most HXP_PAYLOAD_MAX: the tests keep budgets small). */
+static void file_out(int fd, const char *path, uint64_t size, uint64_t len, const void *data)
+{
+        uint8_t buf[512];
+        hxp_builder b;
+        hxp_builder_init(&b, buf, sizeof(buf));
+        hxp_put_bytes(&b, HXP_FILE_PATH, path, strlen(path));
+        hxp_put_u64(&b, HXP_FILE_SIZE, size);
+        hxp_put_u32(&b, HXP_FILE_TRUNCATED, len == 0 && size > 0);
+        hxp_put_u64(&b, HXP_FILE_LEN, len);
+        fake_send_frame(fd, HXP_FILE_OUT, buf, b.len);
+        if (data && len > 0)
+                fake_send_frame(fd, HXP_FILE_DATA, data, len < HXP_PAYLOAD_MAX ? (size_t)len : HXP_PAYLOAD_MAX);
+}
+
+static int by_path(const void *a, const void *b)
+{
+        return strcmp((*(const fake_file *const *)a)->path, (*(const fake_file *const *)b)->path);
+}
+
+static _Noreturn void echo_files(int fd)
+{
+        static text out;
+        const hxp_run *run = fake_run();
+        size_t n;
+        const fake_file *f = fake_files(&n);
+        put(&out, "return_files=%u return_bytes=%llu globs=", run->return_files,
+            (unsigned long long)run->return_bytes);
+        for (size_t i = 0; i < run->n_globs; i++)
+                put(&out, "%s%.*s", i ? "," : "", (int)run->glob_len[i], (const char *)run->glob[i]);
+        put(&out, "\n");
+        for (size_t i = 0; i < n; i++)
+                put(&out, "in %s %llu %.*s\n", f[i].path, (unsigned long long)f[i].size, (int)f[i].len, f[i].data);
+        fake_send_frame(fd, HXP_STDOUT, out.buf, out.len);
+        /* in path order, as the agent's files-out.c sends them */
+        const fake_file *sorted[FAKE_FILES_MAX];
+        for (size_t i = 0; i < n; i++)
+                sorted[i] = &f[i];
+        qsort(sorted, n, sizeof(*sorted), by_path);
+        for (size_t i = 0; i < n; i++) {
+                char path[300];
+                snprintf(path, sizeof(path), "output/%s", sorted[i]->path);
+                file_out(fd, path, sorted[i]->size, sorted[i]->len, sorted[i]->data);
+        }
+        send_exit(fd);
+}
+
+static _Noreturn void hostile_files(int fd, const char *c)
+{
+        static uint8_t big[HXP_PAYLOAD_MAX];
+        const hxp_run *run = fake_run();
+        char path[64];
+        if (strcmp(c, "too-many") == 0) {
+                for (uint32_t i = 0; i <= run->return_files; i++) {
+                        snprintf(path, sizeof(path), "output/f%06u", i);
+                        file_out(fd, path, 1, 1, "x");
+                }
+        } else if (strcmp(c, "too-big") == 0) {
+                /* announces more than the whole budget; its bytes never come */
+                file_out(fd, "output/big", run->return_bytes + 1, run->return_bytes + 1, big);
+        } else if (strcmp(c, "past-budget") == 0) {
+                uint64_t each = run->return_bytes / 2 + 1;
+                file_out(fd, "output/a", each, each, big);
+                file_out(fd, "output/b", each, each, big);
+        } else if (strcmp(c, "dotdot") == 0) {
+                file_out(fd, "output/../../etc/shadow", 4, 4, "root");
+        } else if (strcmp(c, "absolute") == 0) {
+                file_out(fd, "/etc/shadow", 4, 4, "root");
+        } else if (strcmp(c, "unwanted") == 0) {
+                file_out(fd, "secret.txt", 4, 4, "boom");
+        } else if (strcmp(c, "overrun") == 0) {
+                file_out(fd, "output/a", 3, 3, "abc");
+                fake_send_frame(fd, HXP_FILE_DATA, "more", 4);
+        } else if (strcmp(c, "unordered") == 0) {
+                file_out(fd, "output/b", 1, 1, "b");
+                file_out(fd, "output/a", 1, 1, "a");
+        } else if (strcmp(c, "duplicate") == 0) {
+                file_out(fd, "output/a", 1, 1, "a");
+                file_out(fd, "output/a", 1, 1, "a");
+        } else if (strcmp(c, "orphan-data") == 0) {
+                fake_send_frame(fd, HXP_FILE_DATA, "data", 4);
+        } else if (strcmp(c, "bad-tlv") == 0) {
+                uint8_t junk[10] = { 1, 0, 200, 0, 0, 0, 'x' }; /* a path record past the payload */
+                fake_send_frame(fd, HXP_FILE_OUT, junk, sizeof(junk));
+        }
+        send_exit(fd);
+}
+
 /* ---- START ------------------------------------------------------------------------------ */
 
 static void on_start(int fd, const char *code, size_t code_len, bool have_run)
@@ -148,6 +256,13 @@ static void on_start(int fd, const char *code, size_t code_len, bool have_run)
         (void)have_run;
         if (code_len >= 5 && memcmp(code, "flood", 5) == 0)
                 flood(fd);
+        if (code_len == 5 && memcmp(code, "files", 5) == 0)
+                echo_files(fd);
+        if (code_len > 14 && code_len < 64 && memcmp(code, "hostile-files ", 14) == 0) {
+                char c[64];
+                snprintf(c, sizeof(c), "%.*s", (int)(code_len - 14), code + 14);
+                hostile_files(fd, c);
+        }
         describe(&out, code, code_len);
         fake_report_and_exit(fd, out.buf, out.len);
 }

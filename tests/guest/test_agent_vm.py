@@ -130,13 +130,13 @@ def test_garbage_partial_frames_and_malformed_headers_then_hello(vm):
     wrong length. The agent skips them all and answers the valid HELLO."""
     junk = bytearray(os.urandom(3000).replace(b"H", b"h"))
     vm.send(bytes(junk))
-    vm.send(b"H\x02\x01\x00\x04\x00\x00\x00")            # bad version
-    vm.send(b"H\x01\x63\x00\x04\x00\x00\x00")            # bad type
-    vm.send(b"H\x01\x01\x07\x04\x00\x00\x00")            # bad flags
-    vm.send(b"H\x01\x01\x00\xff\xff\xff\x7f")            # payload too long
+    vm.send(b"H\x01\x01\x00\x04\x00\x00\x00")            # bad version (1: before the files)
+    vm.send(b"H\x02\x63\x00\x04\x00\x00\x00")            # bad type
+    vm.send(b"H\x02\x01\x07\x04\x00\x00\x00")            # bad flags
+    vm.send(b"H\x02\x01\x00\xff\xff\xff\x7f")            # payload too long
     vm.send(h.frame(h.HELLO, b"\x01\x02"))               # HELLO, wrong size
-    vm.send(b"H\x01\x04\x00\x00\x00\x01\x00partial")     # CODE header, 64 KiB never sent
-    vm.send(b"H\x01")                                    # a header cut short
+    vm.send(b"H\x02\x04\x00\x00\x00\x01\x00partial")     # CODE header, 64 KiB never sent
+    vm.send(b"H\x02")                                    # a header cut short
     assert vm.hello(nonce=0xfeedf00d).startswith("hexr-agent ")
     # a second HELLO before RUN starts the conversation over
     assert vm.hello(nonce=7).startswith("hexr-agent ")
@@ -160,12 +160,12 @@ def test_host_disconnects_and_reconnects(tmp_path):
         machine.connect()
         machine.send(h.frame(h.HELLO, struct.pack("<I", 1)))
         assert machine.recv_frame()[0] == h.READY
-        machine.send(b"H\x01\x03\x00\x00\x10\x00\x00" + b"\x01" * 100)   # RUN, cut short
+        machine.send(b"H\x02\x03\x00\x00\x10\x00\x00" + b"\x01" * 100)   # RUN, cut short
         machine.disconnect()
         time.sleep(0.5)
         machine.connect()
         assert machine.hello(nonce=2).startswith("hexr-agent ")
-        machine.send(b"H\x01\x03\x00\x00\x10\x00\x00" + b"\x01" * 100)   # and again
+        machine.send(b"H\x02\x03\x00\x00\x10\x00\x00" + b"\x01" * 100)   # and again
         assert machine.hello(nonce=3).startswith("hexr-agent ")
         r = machine.run("echo back; exit 0", language="bash")
         assert r["stdout"] == b"back\n" and r["exit"]["wait_status"] == 0
@@ -183,6 +183,60 @@ def test_timeout_kills_and_output_is_capped(vm):
     ex = r["exit"]
     assert ex["timed_out"] == 1
     assert os.WIFSIGNALED(ex["wait_status"]) and os.WTERMSIG(ex["wait_status"]) == signal.SIGKILL
+    assert powered_off(vm)
+
+
+CHART = r"""
+import os
+import pandas as pd
+import matplotlib.pyplot as plt
+df = pd.read_csv("data/sales.csv")
+print("rows", len(df), "total", df["amount"].sum(), "mean", df["amount"].mean())
+os.makedirs("output", exist_ok=True)
+os.symlink("/etc/shadow", "output/shadow")
+os.symlink("/etc/passwd", "passwd.txt")
+with open("notes.txt", "w") as f:
+    f.write("kept")
+df.plot(x="month", y="amount")
+plt.show()
+"""
+
+
+def test_files_in_pandas_chart_out(vm):
+    """A CSV in, summarised with pandas; the chart plt.show() draws comes back as
+    output/figure-1.png (the charts hook of the image's Python), a return glob brings
+    notes.txt; symlinks (to /etc/shadow under output/, to /etc/passwd matching the glob)
+    bring nothing back. Importing pandas and matplotlib under TCG takes a while."""
+    vm.hello()
+    csv = b"month,amount\n1,10\n2,20\n3,12\n"
+    vm.start(CHART, files=[("data/sales.csv", csv)], return_globs=["*.txt"], timeout_ms=600000,
+             memory_mb=400, env=["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8",
+                                 "MPLBACKEND=Agg"])
+    r = vm.collect(timeout=600)
+    assert r["error"] is None, r["error"]
+    assert r["stdout"] == b"rows 3 total 42 mean 14.0\n", (r["stdout"], r["stderr"])
+    assert r["exit"]["wait_status"] == 0, r["stderr"]
+    files = {f["path"]: f for f in r["files"]}
+    assert sorted(files) == ["notes.txt", "output/figure-1.png"], files.keys()
+    png = files["output/figure-1.png"]
+    assert png["data"].startswith(b"\x89PNG\r\n\x1a\n") and png["size"] == len(png["data"]) > 1000
+    assert not png.get("truncated") and png["len"] == png["size"]
+    assert files["notes.txt"]["data"] == b"kept"
+    assert powered_off(vm)
+
+
+def test_time_limit_keeps_unflushed_output_and_the_files(vm):
+    """At the time limit the program gets SIGTERM and a moment to flush (the charts
+    hook flushes Python's buffers), then the sandbox is frozen, its files taken as they
+    are, and killed."""
+    vm.hello()
+    code = ("import os, time\nos.makedirs('output')\nopen('output/partial.txt', 'w').write('half')\n"
+            "print('unflushed before the limit')\nwhile True: time.sleep(0.01)\n")
+    r = vm.run(code, timeout_ms=8000)
+    assert r["error"] is None, r["error"]
+    assert r["stdout"] == b"unflushed before the limit\n", r
+    assert r["exit"]["timed_out"] == 1
+    assert [(f["path"], f["data"]) for f in r["files"]] == [("output/partial.txt", b"half")]
     assert powered_off(vm)
 
 
@@ -224,6 +278,10 @@ VIOLATIONS = {
                               h.frame(h.CODE, b"pri") + h.frame(h.START), b"code"),
     "START before stdin": (h.frame(h.RUN, h.run_payload(b"", stdin=b"abc")) + h.frame(h.START),
                            b"stdin"),
+    # the path rule again in the guest: what the host would have refused
+    "a file path with ..": (h.frame(h.RUN, h.run_payload(b"print(1)", files=[("../x", b"1")])) +
+                            h.frame(h.CODE, b"print(1)") + h.frame(h.STDIN) + h.file_frames("../x", b"1"),
+                            b"FILE"),
 }
 
 

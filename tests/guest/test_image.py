@@ -109,6 +109,25 @@ def test_initramfs_holds_the_agent_as_init(image):
     assert any(n.startswith("modules/base/") and n.endswith("-virtio_blk.ko") for n in names)
 
 
+DRIVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "session", "drivers")
+
+
+@pytest.mark.skipif(not shutil.which("debugfs"), reason="debugfs (e2fsprogs) reads the ext4 root")
+def test_root_holds_the_session_drivers(image):
+    # a session's sandbox runs them from /opt/hexr-session (src/engine/drivers.h)
+    names = sorted(n for n in os.listdir(DRIVERS) if n.endswith((".py", ".js")))
+    m = json.load(open(os.path.join(image, "manifest.json")))
+    assert m["session_drivers"] == {"/opt/hexr-session/" + n: sha(os.path.join(DRIVERS, n)) for n in names}
+    rootfs = os.path.join(image, "rootfs.ext4")
+    for n in names:
+        r = subprocess.run([shutil.which("debugfs"), "-R", "cat /opt/hexr-session/" + n, rootfs],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120)
+        assert r.stdout == open(os.path.join(DRIVERS, n), "rb").read(), n
+    r = subprocess.run([shutil.which("debugfs"), "-R", "stat /opt/hexr-session/driver.py", rootfs],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=120)
+    assert re.search(r"Mode:\s+0644", r.stdout) and re.search(r"User:\s+0\s", r.stdout), r.stdout
+
+
 def test_info(image, tmp_path):
     r = cli("info", image)
     assert r.returncode == 0, r.stderr

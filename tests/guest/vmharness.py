@@ -15,10 +15,13 @@ import subprocess
 import time
 
 MAGIC, VERSION = 0x48, 2
-(HELLO, READY, RUN, CODE, STDIN, START, STDOUT, STDERR, EXIT, ERROR, KILL) = range(1, 12)
+(HELLO, READY, RUN, CODE, STDIN, START, STDOUT, STDERR, EXIT, ERROR, KILL,
+ FILE, FILE_DATA, FILE_OUT) = range(1, 15)
 RUN_TAGS = dict(language=1, timeout_ms=2, memory_mb=3, pids_max=4, nofile=5, tmpfs_mb=6,
                 output_max=7, code_len=8, stdin_len=9)
 RUN_ENV = 10
+RUN_FILES, RUN_FILES_BYTES, RUN_RETURN_GLOB, RUN_RETURN_FILES, RUN_RETURN_BYTES = range(11, 16)
+FILE_PATH, FILE_SIZE, FILE_TRUNCATED, FILE_LEN = range(1, 5)
 EXIT_TAGS = {1: "wait_status", 2: "timed_out", 3: "oom_killed", 4: "time_ms", 5: "memory_kb"}
 LANGS = {"python": 0, "javascript": 1, "bash": 2}
 QEMU = "qemu-system-x86_64"
@@ -34,7 +37,8 @@ def tlv(tag, value):
 
 
 def run_payload(code, language="python", timeout_ms=30000, memory_mb=256, pids_max=256,
-                nofile=1024, tmpfs_mb=64, output_max=1 << 20, stdin=b"", env=None):
+                nofile=1024, tmpfs_mb=64, output_max=1 << 20, stdin=b"", env=None, files=(),
+                return_globs=(), return_files=100, return_bytes=32 << 20):
     env = env if env is not None else ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
                                        "LANG=C.UTF-8"]
     fields = dict(language=LANGS[language], timeout_ms=timeout_ms, memory_mb=memory_mb,
@@ -42,7 +46,35 @@ def run_payload(code, language="python", timeout_ms=30000, memory_mb=256, pids_m
                   code_len=len(code), stdin_len=len(stdin))
     p = b"".join(tlv(RUN_TAGS[k], struct.pack("<I", v)) for k, v in fields.items())
     p += b"".join(tlv(RUN_ENV, e.encode() if isinstance(e, str) else e) for e in env)
+    p += tlv(RUN_FILES, struct.pack("<I", len(files)))
+    p += tlv(RUN_FILES_BYTES, struct.pack("<Q", sum(len(d) for _, d in files)))
+    p += tlv(RUN_RETURN_FILES, struct.pack("<I", return_files))
+    p += tlv(RUN_RETURN_BYTES, struct.pack("<Q", return_bytes))
+    p += b"".join(tlv(RUN_RETURN_GLOB, g.encode()) for g in return_globs)
     return p
+
+
+def file_frames(path, data):
+    """A file in: FILE (path, size), then its bytes in FILE_DATA frames."""
+    out = frame(FILE, tlv(FILE_PATH, path.encode()) + tlv(FILE_SIZE, struct.pack("<Q", len(data))))
+    for i in range(0, len(data), 65536):
+        out += frame(FILE_DATA, data[i:i + 65536])
+    return out
+
+
+def decode_file(payload):
+    res, off = {}, 0
+    while off < len(payload):
+        tag, length = struct.unpack_from("<HI", payload, off)
+        value = payload[off + 6:off + 6 + length]
+        off += 6 + length
+        if tag == FILE_PATH:
+            res["path"] = value.decode()
+        elif tag in (FILE_SIZE, FILE_LEN):
+            res["size" if tag == FILE_SIZE else "len"] = struct.unpack("<Q", value)[0]
+        elif tag == FILE_TRUNCATED:
+            res["truncated"] = struct.unpack("<I", value)[0]
+    return res
 
 
 def host_khz():
@@ -154,22 +186,30 @@ class VM:
         assert struct.unpack_from("<I", payload)[0] == nonce
         return payload[4:].decode()
 
-    def start(self, code, stdin=b"", **kw):
+    def start(self, code, stdin=b"", files=(), **kw):
+        """files: (path, bytes) pairs, sent before START."""
         code = code.encode() if isinstance(code, str) else code
-        self.send(frame(RUN, run_payload(code, stdin=stdin, **kw)))
+        self.send(frame(RUN, run_payload(code, stdin=stdin, files=files, **kw)))
         for i in range(0, len(code), 65536):
             self.send(frame(CODE, code[i:i + 65536]))
         for i in range(0, len(stdin), 65536):
             self.send(frame(STDIN, stdin[i:i + 65536]))
         self.send(frame(STDIN))
+        for path, data in files:
+            self.send(file_frames(path, data))
         self.send(frame(START))
 
     def collect(self, timeout=180):
-        """Frames until EXIT or ERROR: {'stdout', 'stderr', 'exit' dict or None, 'error'}."""
-        out = {"stdout": b"", "stderr": b"", "exit": None, "error": None}
+        """Frames until EXIT or ERROR: {'stdout', 'stderr', 'exit' dict or None, 'error',
+        'files': [FILE_OUT dict with 'data']}."""
+        out = {"stdout": b"", "stderr": b"", "exit": None, "error": None, "files": []}
         while True:
             ftype, payload = self.recv_frame(timeout)
-            if ftype == STDOUT:
+            if ftype == FILE_OUT:
+                out["files"].append(dict(decode_file(payload), data=b""))
+            elif ftype == FILE_DATA:
+                out["files"][-1]["data"] += payload
+            elif ftype == STDOUT:
                 out["stdout"] += payload
             elif ftype == STDERR:
                 out["stderr"] += payload

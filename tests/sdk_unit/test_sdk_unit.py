@@ -204,6 +204,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_GET = _serve
     do_POST = _serve
     do_PUT = _serve
+    do_DELETE = _serve
 
 
 class _TCPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):

@@ -5,6 +5,8 @@ the driver gives it, so nothing is booted and every test here takes seconds.
 - A hostile guest that floods the channel with empty frames does not stall the service:
   /health answers and another execution completes while it floods, and its own time
   limit still ends it.
+- Files: the request's files go in (JSON and multipart), the guest's come back, and a
+  guest that sends files out past the budgets or the rules ends only its own execution.
 - A pooled VM that never boots is logged by the service, one line each time the count of
   failed boots has risen, with the hypervisor's last words (the library prints nothing).
 - QEMU's jail, seen from inside: its own uid (not the package downloader's), no
@@ -21,7 +23,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -117,14 +119,64 @@ def test_a_flooding_guest_does_not_stall_the_service(fake_images, start_service)
     assert wait_for(lambda: flooder not in fakes_of(svc.proc.pid), 30, "the flooding VM to be destroyed")
 
 
-def test_files_are_refused_not_dropped_by_a_backend_without_them(fake_images, start_service):
-    """The microVM backends move no files yet: a request with files is a 400 naming the
-    field, never an execution that silently runs without them."""
-    svc = start_service(env=fake_env(fake_images))
-    for extra in ({"files": [{"path": "data.csv", "content": "a,b\n"}]}, {"return_files": ["*.csv"]}):
-        status, _, reply = post_exec(svc.url, {"code": "print(1)", "language": "python", **extra}, timeout=30)
-        assert status == 400, (extra, status, reply)
-        assert reply["error"]["message"].startswith("files: the qemu backend"), reply
+def multipart(request: Dict[str, object], files: List[Tuple[str, bytes]]) -> Tuple[bytes, str]:
+    boundary = "hxsvmtestboundary"
+    parts = [f"--{boundary}\r\nContent-Disposition: form-data; name=\"request\"\r\n"
+             f"Content-Type: application/json\r\n\r\n".encode() + json.dumps(request).encode() + b"\r\n"]
+    for path, data in files:
+        parts.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{path}\"\r\n"
+                     f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_files_go_in_and_come_back_through_the_channel(fake_images, start_service):
+    """The request's files reach the guest before START (JSON and a multipart upload, whose
+    staged file is read from its fd), RUN carries the return budgets and globs, and the
+    guest's files out come back in the result (the fake sends each file in back as
+    output/PATH)."""
+    svc = start_service(env=fake_env(fake_images, MAX_RETURN_FILES="7", MAX_RETURN_BYTES="5000"))
+    body = {"code": "files", "language": "python", "return_files": ["*.csv", "**/*.txt"],
+            "files": [{"path": "data/a.csv", "content": "a,b\n1,2\n"},
+                      {"path": "empty.txt", "content": ""},
+                      {"path": "bin.dat", "content": "AAEC/w==", "encoding": "base64"}]}
+    status, _, res = post_exec(svc.url, body, timeout=HANG)
+    assert status == 200, res
+    out = res["stdout"]
+    assert "return_files=7 return_bytes=5000 globs=*.csv,**/*.txt\n" in out, out
+    assert "in data/a.csv 8 a,b\n1,2\n" in out and "in empty.txt 0 \n" in out, out
+    files = {f["path"]: f for f in res["files"]}
+    assert sorted(files) == ["output/bin.dat", "output/data/a.csv", "output/empty.txt"], res["files"]
+    assert files["output/data/a.csv"]["content"] == "a,b\n1,2\n" and files["output/data/a.csv"]["size"] == 8
+    assert files["output/data/a.csv"]["mime"] == "text/csv"
+    assert files["output/bin.dat"]["encoding"] == "base64" and files["output/bin.dat"]["content"] == "AAEC/w=="
+    assert files["output/empty.txt"]["size"] == 0 and not files["output/empty.txt"]["truncated"]
+
+    # multipart: the file part is staged and sent from its fd, frame by frame
+    data = bytes(range(256)) * 12  # 3 KiB, not UTF-8
+    payload, ctype = multipart({"code": "files", "language": "python"}, [("up/x.bin", data)])
+    status, _, res = post_exec(svc.url, payload, headers={"Content-Type": ctype}, timeout=HANG)
+    assert status == 200, res
+    assert "in up/x.bin 3072 " in res["stdout"], res["stdout"][:300]
+    assert [f["path"] for f in res["files"]] == ["output/up/x.bin"], res["files"]
+    assert res["files"][0]["size"] == 3072
+
+
+HOSTILE = ("too-many", "too-big", "past-budget", "dotdot", "absolute", "unwanted", "overrun",
+           "unordered", "duplicate", "orphan-data", "bad-tlv")
+
+
+def test_hostile_files_out_are_refused_and_the_service_goes_on(fake_images, start_service):
+    """A guest that sends files out past a budget, outside the rules or out of order
+    ends its own execution with an error; nothing of it is returned and the service goes
+    on serving."""
+    svc = start_service(env=fake_env(fake_images, MAX_RETURN_FILES="5", MAX_RETURN_BYTES="1000"))
+    for case in HOSTILE:
+        status, _, res = post_exec(svc.url, {"code": f"hostile-files {case}", "language": "python"}, timeout=HANG)
+        assert status == 500, (case, status, res)
+        assert "files out of bounds" in res["error"]["message"], (case, res)
+        assert "files" not in res, (case, res)
+    status, _, health = http_request(svc.url, "GET", "/health", timeout=30)
+    assert status == 200, health
     status, _, reply = post_exec(svc.url, {"code": "print('ran')", "language": "python"}, timeout=30)
     assert status == 200 and "code=print('ran')\n" in reply["stdout"], reply
 

@@ -37,6 +37,13 @@ at most ``HEXR_SANDBOX_RETRIES`` further attempts (default 2; 0 turns them
 off) and 10 s of waiting in all. A connection lost after the request was sent
 is never retried: the code may have run. See :class:`Client`.
 
+A session keeps one sandbox and its interpreter alive across calls (state,
+last-expression values, rich outputs, as a Jupyter kernel gives them)::
+
+    with hexr.sandbox.Session(language="python") as s:
+        s.exec("x = 41")
+        assert s.exec("x + 1").value == "42"
+
 ``hexr`` is a PEP 420 namespace package: this SDK installs only
 ``hexr/sandbox/`` so it can sit beside other ``hexr.*`` packages.
 """
@@ -52,9 +59,12 @@ from ._errors import (
     SandboxOverloadedError,
     SandboxRequestError,
     SandboxUnavailableError,
+    SessionEndedError,
 )
+from ._cell import CellException, CellOutput, CellResult, SessionInfo
 from ._files import FilesArg
 from ._result import ExecError, ExecResult, FileInfo
+from ._session import AsyncSession, FileEntry, Session
 from ._stream import StreamEvent
 
 __version__ = "0.1.0"
@@ -70,6 +80,14 @@ __all__ = [
     "ExecError",
     "FileInfo",
     "StreamEvent",
+    "Session",
+    "AsyncSession",
+    "SessionInfo",
+    "CellResult",
+    "CellOutput",
+    "CellException",
+    "FileEntry",
+    "SessionEndedError",
     "SandboxError",
     "SandboxUnavailableError",
     "SandboxRequestError",

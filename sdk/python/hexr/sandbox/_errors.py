@@ -15,6 +15,7 @@ __all__ = [
     "SandboxRequestError",
     "SandboxOverloadedError",
     "SandboxInternalError",
+    "SessionEndedError",
 ]
 
 
@@ -126,3 +127,36 @@ class SandboxInternalError(SandboxError):
     class is also used for replies the SDK cannot understand: invalid JSON, a
     malformed HTTP response, or a status the contract does not define.
     """
+
+
+class SessionEndedError(SandboxRequestError):
+    """The session is over: closed by the caller, or ended by the service (idle
+    timeout, lifetime, a cell that would not stop, memory limit, crash, service
+    shutdown). Raised by every call on it from then on (HTTP 410, or 404 once the
+    service has forgotten it); make a new session to go on.
+
+    Attributes:
+        reason: Why it ended, as the service names it (``"idle_timeout"``,
+            ``"lifetime"``, ``"cell_timeout"``, ``"memory_limit"``,
+            ``"crashed"``, ``"protocol"``, ``"shutdown"``, ``"deleted"``), or
+            ``None`` when the service did not say.
+        session_id: The session's id.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = 410,
+        code: Optional[str] = "session_ended",
+        reason: Optional[str] = None,
+        session_id: Optional[str] = None,
+    ) -> None:
+        super().__init__(message, status=status, code=code)
+        self.reason: Optional[str] = reason
+        self.session_id: Optional[str] = session_id
+
+    def _state(self) -> Dict[str, Any]:
+        state = super()._state()
+        state.update(reason=self.reason, session_id=self.session_id)
+        return state

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 __all__ = [
-    "FileSpec", "FilesArg", "normalise", "JsonBody", "MultipartBody", "LocalFileError", "INLINE_LIMIT",
+    "FileSpec", "FilesArg", "normalise", "JsonBody", "MultipartBody", "RawBody", "LocalFileError", "INLINE_LIMIT",
 ]
 
 #: In-memory files totalling more than this go multipart instead of inline JSON.
@@ -187,6 +187,28 @@ class MultipartBody:
                     yield piece[i:i + CHUNK]
             else:
                 yield from _read_local(piece)
+
+
+class RawBody:
+    """One file's bytes as the whole body (a session's file upload): in memory, or
+    streamed from a local file in :data:`CHUNK` pieces (and re-read on a retry)."""
+
+    content_type = "application/octet-stream"
+
+    def __init__(self, spec: FileSpec) -> None:
+        self.spec = spec
+        if spec.text is not None:
+            self._data: Optional[bytes] = spec.text.encode("utf-8")
+        else:
+            self._data = spec.data
+        self.length = len(self._data) if self._data is not None else spec.size
+
+    def chunks(self) -> Iterator[bytes]:
+        if self._data is None:
+            yield from _read_local(self.spec)
+            return
+        for i in range(0, len(self._data), CHUNK):
+            yield self._data[i:i + CHUNK]
 
 
 def _read_local(spec: FileSpec) -> Iterator[bytes]:

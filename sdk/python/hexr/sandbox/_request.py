@@ -13,7 +13,7 @@ from typing import Any, Dict, Union
 
 from . import _files
 
-__all__ = ["Outgoing", "build", "ACCEPT_JSON", "ACCEPT_EVENTS"]
+__all__ = ["Outgoing", "build", "with_files", "ACCEPT_JSON", "ACCEPT_EVENTS"]
 
 ACCEPT_JSON = "application/json"
 ACCEPT_EVENTS = "text/event-stream"
@@ -68,6 +68,17 @@ def build(
         body["stdin"] = _stdin_text(stdin)
     if return_files is not None:
         body["return_files"] = [return_files] if isinstance(return_files, str) else _listed(return_files)
+    return with_files(body, files, streaming)
+
+
+def with_files(body: Dict[str, Any], files: Any, streaming: bool = False) -> Outgoing:
+    """``body`` with ``files=``: inline in the JSON, or the multipart form (one
+    ``request`` part, one ``files`` part per file) when they are local or large.
+    Also what a session's create and cell requests send (the same form).
+
+    Raises:
+        TypeError, OSError, ValueError: as for :func:`build`.
+    """
     specs = _files.normalise(files)
     accept = ACCEPT_EVENTS if streaming else ACCEPT_JSON
     if not _files.needs_multipart(specs):

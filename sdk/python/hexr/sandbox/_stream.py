@@ -3,7 +3,9 @@ fed by either transport, and the :class:`StreamEvent` it produces.
 
 The service answers ``Accept: text/event-stream`` with ``stdout`` / ``stderr``
 chunks (``{"text"}``, or ``{"base64"}`` when the bytes are not UTF-8), ``file``
-events, then one ``result`` (the JSON answer's object); an ``error`` event
+events (a session's cell also ``display`` events: ``{"data": {mime bundle}}``), then
+one ``result`` (the JSON answer's object: an execution's or a cell's, parsed by the
+``parse_result`` the caller gives); an ``error`` event
 (``{"error": {"code", "message"}}``) when it fails after the stream began is
 raised as the :class:`SandboxError` subclass its HTTP status would have given.
 
@@ -19,7 +21,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterator, List, Optional
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional
 
 from . import _http, _sse
 from ._errors import SandboxError, SandboxUnavailableError
@@ -27,7 +29,10 @@ from ._result import ExecResult, FileInfo
 
 __all__ = ["StreamEvent", "open_sync", "open_async", "events_sync", "events_async"]
 
-EVENT_TYPES = ("stdout", "stderr", "file", "result")
+EVENT_TYPES = ("stdout", "stderr", "file", "display", "result")
+
+#: Turns a result event's (or a JSON answer's) document into the result object.
+ResultParser = Callable[[Any], ExecResult]
 
 # The HTTP status the service gives each error code, for an `error` event,
 # which carries no status of its own (unless it has a "status" member).
@@ -50,15 +55,17 @@ class StreamEvent:
     """One event of a streamed execution (see :func:`hexr.sandbox.stream`).
 
     Attributes:
-        type: ``"stdout"``, ``"stderr"``, ``"file"`` or ``"result"`` (the
-            last one of every stream).
+        type: ``"stdout"``, ``"stderr"``, ``"file"``, ``"display"`` (a
+            session's cell only) or ``"result"`` (the last one of every stream).
         text: For ``stdout`` / ``stderr``: the chunk as text (bytes that are
             not UTF-8 replaced by U+FFFD); ``""`` otherwise.
         data: The chunk's bytes (``stdout`` / ``stderr``) or the file's bytes
             (``file``); ``b""`` otherwise.
         file: For ``file``: the file's :class:`FileInfo`.
         result: For ``result``: the :class:`ExecResult`, exactly what
-            ``exec`` would have returned.
+            ``exec`` would have returned (a session's :class:`CellResult`).
+        bundle: For ``display``: the mime bundle shown (``{"text/plain": ...,
+            "image/png": base64...}``); ``None`` otherwise.
     """
 
     type: str
@@ -66,6 +73,7 @@ class StreamEvent:
     data: bytes = b""
     file: Optional[FileInfo] = None
     result: Optional[ExecResult] = None
+    bundle: Optional[Dict[str, Any]] = None
 
 
 def _bad(address: _http.Address, detail: str) -> SandboxError:
@@ -80,7 +88,9 @@ def _ended(address: _http.Address) -> SandboxError:
     )
 
 
-def interpret(address: _http.Address, raw: _sse.RawEvent) -> Optional[StreamEvent]:
+def interpret(
+    address: _http.Address, raw: _sse.RawEvent, parse_result: ResultParser = ExecResult.from_response
+) -> Optional[StreamEvent]:
     """One parsed event as a :class:`StreamEvent`; None for types we do not know."""
     if raw.type not in EVENT_TYPES and raw.type != "error":
         return None
@@ -92,7 +102,7 @@ def interpret(address: _http.Address, raw: _sse.RawEvent) -> Optional[StreamEven
         raise _error_event(address, raw.data, doc)
     if raw.type == "result":
         try:
-            return StreamEvent("result", result=ExecResult.from_response(doc))
+            return StreamEvent("result", result=parse_result(doc))
         except SandboxError as exc:
             raise _bad(address, "result event: " + exc.message) from None
     if raw.type == "file":
@@ -101,6 +111,11 @@ def interpret(address: _http.Address, raw: _sse.RawEvent) -> Optional[StreamEven
         except SandboxError as exc:
             raise _bad(address, "file event: " + exc.message) from None
         return StreamEvent("file", data=content, file=info)
+    if raw.type == "display":
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(data, dict):
+            raise _bad(address, "the display event has no 'data' object")
+        return StreamEvent("display", bundle=data)
     return _output(address, raw.type, doc)
 
 
@@ -130,8 +145,9 @@ def _error_event(address: _http.Address, data: str, doc: Any) -> SandboxError:
 class Interpreter:
     """Turns an event-stream body, fed in the pieces it arrived in, into events."""
 
-    def __init__(self, address: _http.Address) -> None:
+    def __init__(self, address: _http.Address, parse_result: ResultParser = ExecResult.from_response) -> None:
         self.address = address
+        self.parse_result = parse_result
         self.parser = _sse.Parser()
         self.done = False
 
@@ -142,7 +158,7 @@ class Interpreter:
             raise _bad(self.address, str(exc)) from None
         events: List[StreamEvent] = []
         for raw in raws:
-            event = interpret(self.address, raw)
+            event = interpret(self.address, raw, self.parse_result)
             if event is not None:
                 events.append(event)
                 if event.type == "result":
@@ -159,9 +175,11 @@ def is_event_stream(headers: Any) -> bool:
     return headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
 
 
-def from_json(address: _http.Address, response: _http.Response) -> List[StreamEvent]:
+def from_json(
+    address: _http.Address, response: _http.Response, parse_result: ResultParser = ExecResult.from_response
+) -> List[StreamEvent]:
     """The events of a service that answered the whole result as JSON."""
-    result = ExecResult.from_response(_http.decode_json(address, response))
+    result = parse_result(_http.decode_json(address, response))
     events = []
     if result.stdout:
         events.append(StreamEvent("stdout", text=result.stdout, data=result.stdout.encode("utf-8", "replace")))
@@ -199,12 +217,12 @@ async def open_async(address: _http.Address, path: str, body: Any, **kw: Any) ->
     return reply
 
 
-def events_sync(reply: _http.SyncReply) -> Iterator[StreamEvent]:
+def events_sync(reply: _http.SyncReply, parse_result: ResultParser = ExecResult.from_response) -> Iterator[StreamEvent]:
     """The events of an opened stream, ending with the result."""
     if not is_event_stream(reply.headers):
-        yield from from_json(reply.address, reply.read_all())
+        yield from from_json(reply.address, reply.read_all(), parse_result)
         return
-    interpreter = Interpreter(reply.address)
+    interpreter = Interpreter(reply.address, parse_result)
     for chunk in reply.chunks():
         yield from interpreter.feed(chunk)
         if interpreter.done:
@@ -212,12 +230,14 @@ def events_sync(reply: _http.SyncReply) -> Iterator[StreamEvent]:
     interpreter.end()
 
 
-async def events_async(reply: _http.AsyncReply) -> AsyncIterator[StreamEvent]:
+async def events_async(
+    reply: _http.AsyncReply, parse_result: ResultParser = ExecResult.from_response
+) -> AsyncIterator[StreamEvent]:
     if not is_event_stream(reply.headers):
-        for event in from_json(reply.address, await reply.read_all()):
+        for event in from_json(reply.address, await reply.read_all(), parse_result):
             yield event
         return
-    interpreter = Interpreter(reply.address)
+    interpreter = Interpreter(reply.address, parse_result)
     chunks = reply.chunks()
     try:
         async for chunk in chunks:

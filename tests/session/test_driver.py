@@ -317,10 +317,12 @@ def test_cell_writing_to_the_protocol_fd_ends_no_worse_than_its_own_session(py):
 
 def test_events_are_strict_json(py):
     py.cell("print('\\x00nul')\nclass Q:\n    def __repr__(self): return '\\ud800x\\x00'\nQ()")
+    py.cell("class J:\n    def _repr_json_(self): return {'n': float('nan')}\nJ()")
+    py.cell("import sys\nsys.stderr.write('partial line without newline')\nNone")
     for line in py.raw_lines:
         s = line.decode("utf-8")       # strict: fails on a lone surrogate's bytes
         assert "\\u0000" not in s
-        json.loads(s)
+        json.loads(s, parse_constant=lambda c: pytest.fail("non-JSON constant %s" % c))
 
 
 @pytest.mark.skipif(not have_module("pandas"), reason="pandas is not installed for /usr/bin/python3")
@@ -579,3 +581,14 @@ def test_interrupt_when_started_with_sigint_ignored(start, language, code):
     d.send(op="interrupt", id="s")
     assert d.done("s", 10)["status"] == "interrupted"
     assert d.cell("1" if language != "bash" else "true")["status"] == "ok"
+
+
+@pytest.mark.parametrize("language,code", [
+    ("bash", "yes abcdefghij | head -c 5000000; echo; echo tail"),
+    ("javascript", "process.stdout.write('abcdefghij\\n'.repeat(500000)); console.log('tail')"),
+])
+def test_huge_output_of_children_is_all_there_before_done(start, language, code):
+    d = start(language)
+    r = d.cell(code, timeout=120)
+    assert r["status"] == "ok", r
+    assert r["stdout"].endswith("tail\n") and len(r["stdout"]) > 5000000

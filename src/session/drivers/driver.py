@@ -45,7 +45,8 @@ PATH_MAX = 255                # as exec's path rule (src/engine/request-files.c)
 # ---------------------------------------------------------------- protocol out
 
 def _clean(v):
-    """Strings a strict JSON parser takes: no NUL, no lone surrogate."""
+    """Values a strict JSON parser takes: strings without NUL or lone surrogates, no
+    NaN or infinity."""
     if isinstance(v, str):
         if "\x00" in v:
             v = v.replace("\x00", "\ufffd")
@@ -58,6 +59,8 @@ def _clean(v):
         return {_clean(str(k)): _clean(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return None                         # NaN and infinities are not JSON
     return v
 
 
@@ -1025,10 +1028,11 @@ def main(argv):
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     state = State()
     captures = [Capture(proto, state, 1, "stdout"), Capture(proto, state, 2, "stderr")]
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+    # buffered writers under the text layers: a short write to a pipe is never lost
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", write_through=True)
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True, line_buffering=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     files = Files(proto)
     try:

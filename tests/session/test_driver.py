@@ -198,6 +198,9 @@ def test_python_syntax_error_and_system_exit(py):
 def test_python_top_level_await(py):
     r = py.cell("import asyncio\nawait asyncio.sleep(0.01)\n6 * 7")
     assert r["status"] == "ok" and r["value"]["text/plain"] == "42"
+    # one loop for the session: a queue made in one cell works in the next
+    py.cell("q = asyncio.Queue()\nawait q.put(5)")
+    assert py.cell("await q.get()")["value"]["text/plain"] == "5"
 
 
 def test_python_stdin_is_dev_null(py):

@@ -522,6 +522,7 @@ class PythonKernel:
         self.proto, self.state, self.captures = proto, state, captures
         self.n = 0
         self.pid = os.getpid()
+        self.loop = None
         import types
         main = types.ModuleType("__main__")
         main.__builtins__ = __builtins__
@@ -621,8 +622,12 @@ class PythonKernel:
     def run_code(self, co):
         r = eval(co, self.ns)
         if co.co_flags & 0x80:             # CO_COROUTINE: the cell awaits at top level
-            import asyncio
-            r = asyncio.run(r)
+            # one loop for the session, as a kernel has: what a cell made on it stays usable
+            if self.loop is None:
+                import asyncio
+                self.loop = asyncio.new_event_loop()
+                asyncio.set_event_loop(self.loop)
+            r = self.loop.run_until_complete(r)
         return r
 
     def exec_cell(self, cid, code):

@@ -15,7 +15,7 @@ import type { Address } from "./address.js";
 import { CellResult, fileList, type MimeBundle, type SessionFile, type SessionInfo, sessionInfo } from "./cell.js";
 import { checkCode, checkKeys, Client, type Language, seconds, wireFields, internals } from "./client.js";
 import { SandboxError, SessionEndedError } from "./errors.js";
-import { encodeBody, type FileContent, type FilesOption, rawBody } from "./files.js";
+import { encodeBody, type FileContent, type FilesOption, inlineBody, rawBody } from "./files.js";
 import { decodeJson } from "./reply.js";
 import { bad, eventsOf, interpret, rethrown, type StreamEvent } from "./stream.js";
 import type { RawEvent } from "./sse.js";
@@ -125,7 +125,7 @@ export class Session implements AsyncDisposable {
     const doc = await call(client, address, {
       method: "POST",
       path: SESSIONS_PATH,
-      body: encodeBody(body, options.files),
+      body: await inlineBody(body, options.files),
       signal: options.signal,
     }, [200, 201], internals.readTimeout(client, 0, options.packages));
     return new Session(client, address, rethrown(address, "the new session", () => sessionInfo(doc)));
@@ -282,13 +282,14 @@ export class Session implements AsyncDisposable {
     return this.#ended;
   }
 
-  // A 410, or a 404 outside the files routes (the service forgot the session), means
-  // the session is over: this call and every later one say so, as the Python SDK does.
+  // A 410, or a 404 for the session itself (any 404 outside the files routes; there,
+  // the one that says so), means the session is over: this call and every later one
+  // say so, as the Python SDK does.
   async #guard<T>(fn: () => Promise<T>, files = false): Promise<T> {
     try {
       return await fn();
     } catch (err) {
-      if (err instanceof SessionEndedError || (err instanceof SandboxError && err.status === 404 && !files)) {
+      if (err instanceof SessionEndedError || (err instanceof SandboxError && err.status === 404 && (!files || forgotten(err)))) {
         const reason = err instanceof SessionEndedError ? err.reason : null;
         throw this.#end(err.message, reason, err.status);
       }
@@ -326,6 +327,11 @@ async function call(
   }
   if (body.length === 0) return null;
   return decodeJson(address, { status: reply.status, reason: reply.reason, headers: reply.headers, body });
+}
+
+/** A files route's 404 about the session, not the file. */
+function forgotten(err: SandboxError): boolean {
+  return err.code === "session_not_found" || err.message.startsWith("no session");
 }
 
 /** A path in the session, as a URL path: each segment encoded, the slashes kept. */

@@ -149,6 +149,13 @@ describe("creating", () => {
     });
   });
 
+  test("the creation is JSON: a Blob's content goes inline too", async () => {
+    await Session.create({ client: client(), files: [["b.bin", new Blob([new Uint8Array([0, 255])])]] });
+    const [seen] = svc.seen;
+    assert.equal(seen!.headers["content-type"], "application/json");
+    assert.deepEqual(body(seen!)["files"], [{ path: "b.bin", content: "AP8=", encoding: "base64" }]);
+  });
+
   test("an unknown option is a TypeError and nothing is sent", async () => {
     // @ts-expect-error: not an option
     await assert.rejects(Session.create({ client: client(), idle_timeout: 5 }), /unknown option "idle_timeout"/);
@@ -403,6 +410,17 @@ describe("ending", () => {
     }, /boom/);
     assert.equal(sessions.size, 0);
     assert.equal(svc.seen.filter((x) => x.method === "DELETE").length, 2);
+  });
+
+  test("the service's words: a 410's reason from its message, a files route's 404 for the session", async () => {
+    const s = await Session.create({ client: client() });
+    svc.handle = (_seen, res) => json(res, errorDoc("session_ended", "the session has ended (lifetime): it lived 3600 s"), 410);
+    await assert.rejects(s.readFile("a"), (err: unknown) => err instanceof SessionEndedError && err.reason === "lifetime");
+    svc.handle = routes;
+    const t = await Session.create({ client: client() });
+    svc.handle = (_seen, res) => json(res, errorDoc("not_found", "no session with this id for this caller"), 404);
+    await assert.rejects(t.readFile("a"), (err: unknown) => err instanceof SessionEndedError && err.status === 404);
+    assert.equal(t.ended, true);
   });
 
   test("info() asks the service", async () => {

@@ -141,6 +141,7 @@ typedef struct hxs_config {
         char spiffe_trust_bundles[4096]; /* SPIFFE_TRUST_BUNDLES: td=/file.pem,... */
         char spiffe_trust_domain[256];  /* SPIFFE_TRUST_DOMAIN: the service's own */
         char metrics_allow[4096];       /* METRICS_ALLOW: who may read /metrics ("" = AUTH_ALLOW) */
+        char mcp_allowed_origins[4096]; /* MCP_ALLOWED_ORIGINS: Origins /mcp accepts ("" = loopback) */
         uint32_t quota_running;         /* QUOTA_RUNNING_PER_CALLER (0: automatic) */
         uint32_t max_connections_per_address; /* MAX_CONNECTIONS_PER_ADDRESS */
         uint32_t handshake_timeout_s;   /* HANDSHAKE_TIMEOUT: to the first request line */
@@ -524,6 +525,9 @@ HXS_API void hxs_session_get_info(const hxs_session *s, hxs_session_info *ret);
  * is queued or running gets HXS_CELL_SESSION_ENDED (or -ESHUTDOWN) from a later
  * hxs_session_process, once the sandbox is gone; then the state is ENDED. */
 HXS_API void hxs_session_end_now(hxs_session *s, hxs_session_end why);
+/* The sandbox is gone and everything queued or running was answered: nothing more
+ * comes from hxs_session_process. */
+HXS_API bool hxs_session_finished(const hxs_session *s);
 /* Kills anything left, reaps, removes; no callback is called. NULL is fine. */
 HXS_API void hxs_session_free(hxs_session *s);
 

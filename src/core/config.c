@@ -177,6 +177,8 @@ static const setting settings[] = {
           SET_UINT, U32(quota_queue), 0, 100000 },
         { { "METRICS_ALLOW", "", "callers that may read /metrics, as AUTH_ALLOW (unset: every allowed caller)" },
           SET_STRING, STR(metrics_allow), 0, 0 },
+        { { "MCP_ALLOWED_ORIGINS", "", "Origins a browser may call /mcp from, comma-separated (http://host:port); unset: only localhost, 127.0.0.1 and [::1], any port" },
+          SET_STRING, STR(mcp_allowed_origins), 0, 0 },
         { { "METRICS_CALLERS", "20", "distinct caller labels in /metrics; later callers count as \"other\"" },
           SET_UINT, U32(metrics_callers), 0, 1000 },
         { { "EXECUTION_RECORDS", "1024", "recent executions kept for GET /api/v1/executions/{id}" },

@@ -98,91 +98,6 @@ int mcp_run_code_request(const json_t *args, const hxs_config *cfg, hxs_request 
         return r < 0 && err->kind == HXS_ERR_INTERNAL ? -ENOMEM : r;
 }
 
-/* ---- the result as content ---------------------------------------------------------- */
-
-static bool add(json_t *content, json_t *block)
-{
-        return block && json_array_append_new(content, block) == 0;
-}
-
-/* "exit status 1", then why the engine ended it and what was left out. */
-static bool add_status(json_t *content, const hxs_result *res)
-{
-        char line[600];
-        int n = snprintf(line, sizeof(line), "exit status %d", res->exit_code);
-        if (res->end != HXS_END_EXITED)
-                n += snprintf(line + n, sizeof(line) - (size_t)n, "; %s: %.*s", hxs_end_reason_name(res->end),
-                              (int)strnlen(res->end_message, sizeof(res->end_message)), res->end_message);
-        if (res->stdout_truncated)
-                n += snprintf(line + n, sizeof(line) - (size_t)n, "; stdout: %" PRIu64 " bytes left out",
-                              res->stdout_omitted);
-        if (res->stderr_truncated)
-                snprintf(line + n, sizeof(line) - (size_t)n, "; stderr: %" PRIu64 " bytes left out",
-                         res->stderr_omitted);
-        json_t *s = json_string_lossy(line, strlen(line));
-        return s && add(content, json_pack("{s:s,s:o}", "type", "text", "text", s));
-}
-
-static bool is_image(const char *mime)
-{
-        return strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 ||
-               strcmp(mime, "image/gif") == 0 || strcmp(mime, "image/webp") == 0;
-}
-
-/* file:///home/sandbox/PATH with every byte but unreserved ones and '/' escaped. */
-static json_t *file_uri(const char *path)
-{
-        static const char hex[] = "0123456789ABCDEF";
-        static const char prefix[] = "file:///home/sandbox/";
-        size_t n = strlen(path);
-        _cleanup_free_ char *u = malloc(sizeof(prefix) + 3 * n);
-        if (!u)
-                return NULL;
-        size_t o = strlen(prefix);
-        memcpy(u, prefix, o);
-        for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                    strchr("-._~/", *p))
-                        u[o++] = (char)*p;
-                else {
-                        u[o++] = '%';
-                        u[o++] = hex[*p >> 4];
-                        u[o++] = hex[*p & 15];
-                }
-        }
-        u[o] = '\0';
-        return json_string(u);
-}
-
-/* One returned file: an image block, an embedded resource (text or blob), or a note
- * that it was over the return budget. fj is its object in the API's result (path,
- * mime, encoding, content). */
-static bool add_file(json_t *content, const hxs_file *f, const json_t *fj)
-{
-        const json_t *data = json_object_get(fj, "content");
-        bool text = strcmp(json_string_value(json_object_get(fj, "encoding")), "utf-8") == 0;
-        if (f->truncated) {
-                json_t *s = json_sprintf("%s: %" PRIu64 " bytes, over the return budget (MAX_RETURN_BYTES): not returned",
-                                         json_string_value(json_object_get(fj, "path")), f->size);
-                return s && add(content, json_pack("{s:s,s:o}", "type", "text", "text", s));
-        }
-        if (is_image(f->mime))
-                return add(content, json_pack("{s:s,s:O,s:s}", "type", "image", "data", data, "mimeType", f->mime));
-        return add(content, json_pack("{s:s,s:{s:o,s:s,s:O}}", "type", "resource", "resource", "uri",
-                                      file_uri(f->path), "mimeType", f->mime, text ? "text" : "blob", data));
-}
-
-/* The API's result object without the files' contents: what structuredContent holds. */
-static void strip_contents(json_t *files)
-{
-        size_t i;
-        json_t *f;
-        json_array_foreach(files, i, f) {
-                json_object_del(f, "content");
-                json_object_del(f, "encoding");
-        }
-}
-
 json_t *mcp_run_code_result(const hxs_result *res)
 {
         json_t *api = result_to_json(res, NULL);
@@ -190,21 +105,21 @@ json_t *mcp_run_code_result(const hxs_result *res)
         bool ok = api && content;
 
         if (ok && res->stdout_len)
-                ok = add(content, json_pack("{s:s,s:O}", "type", "text", "text", json_object_get(api, "stdout")));
+                ok = mcp_content_add(content, json_pack("{s:s,s:O}", "type", "text", "text", json_object_get(api, "stdout")));
         if (ok && res->stderr_len) {
                 json_t *s = json_sprintf("stderr:\n%s", json_string_value(json_object_get(api, "stderr")));
-                ok = s && add(content, json_pack("{s:s,s:o}", "type", "text", "text", s));
+                ok = s && mcp_content_add(content, json_pack("{s:s,s:o}", "type", "text", "text", s));
         }
-        ok = ok && add_status(content, res);
+        ok = ok && mcp_content_status(content, res);
         json_t *files = ok ? json_object_get(api, "files") : NULL;
         for (size_t i = 0; ok && i < res->n_files; i++)
-                ok = add_file(content, &res->files[i], json_array_get(files, i));
+                ok = mcp_content_file(content, &res->files[i], json_array_get(files, i));
         if (!ok) {
                 json_decref(api);
                 json_decref(content);
                 return NULL;
         }
-        strip_contents(files);
+        mcp_strip_file_contents(files);
         bool failed = res->exit_code != 0 || res->end != HXS_END_EXITED;
         return json_pack("{s:o,s:o,s:b}", "content", content, "structuredContent", api, "isError", failed);
 }

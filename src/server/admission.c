@@ -348,10 +348,7 @@ static void finish(call *c)
                 records_add(srv->records, c, &res, outcome_name(o), NULL);
                 if ((unsigned)res.packages < HXS_PACKAGES_SOURCE_MAX)
                         srv->m.packages[res.packages]++;
-                free(c->reply);
-                c->reply_len = 0;
-                c->reply = hxs_result_to_text(&res, c->id, &c->reply_len);
-                c->status = 200;
+                call_set_result(c, &res);
                 log_call(c, &res, outcome_name(o), NULL);
         }
         c->logged = true;
@@ -375,13 +372,17 @@ static void exec_ready(watch *w, uint32_t events)
 /* The client's socket hung up. */
 void admission_hangup(watch *w, uint32_t events)
 {
-        call *c = loop_owner(w, call, client_watch);
+        admission_cancel(loop_owner(w, call, client_watch), "client_disconnected");
+}
+
+void admission_cancel(call *c, const char *why)
+{
         server *srv = c->srv;
 
         if (c->state == CALL_QUEUED) {
                 unqueue(c);
                 c->status = 499;
-                log_call(c, NULL, "client_disconnected", NULL);
+                log_call(c, NULL, why, NULL);
         } else if (c->state == CALL_RUNNING && c->exec) {
                 uint64_t ran = hxs_exec_elapsed_ms(c->exec);
                 hxs_exec_kill(c->exec);
@@ -389,8 +390,8 @@ void admission_hangup(watch *w, uint32_t events)
                 metrics_execution(&srv->m, c->language, OUTCOME_KILLED, ran);
                 metrics_caller_execution(&srv->m, c->label, OUTCOME_KILLED);
                 c->status = 499;
-                log_call(c, NULL, "killed", "client_disconnected");
-                records_add(srv->records, c, NULL, "killed", "client_disconnected");
+                log_call(c, NULL, "killed", why);
+                records_add(srv->records, c, NULL, "killed", why);
         } else if (c->state != CALL_STREAMING) {
                 return;
         }

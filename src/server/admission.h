@@ -28,6 +28,10 @@ void admission_forget(call *c);                 /* MHD is done with c: drop what
 /* A suspended request's client hung up (call_suspend's hangup): its execution is killed,
  * its slot or queue place freed. */
 void admission_hangup(watch *w, uint32_t events);
+/* The same for a reason of its own (an MCP client's notifications/cancelled): why is
+ * logged where a hang-up says client_disconnected; the connection closes without a
+ * reply. */
+void admission_cancel(call *c, const char *why);
 /* SIGTERM/SIGINT (named for the log): the first drains, the second kills what runs. */
 void admission_drain(struct server *srv, const char *signame);
 bool admission_draining(const struct server *srv);

@@ -2,8 +2,8 @@
 /*
  * One request's life, as both http.c (which reads it and sends its reply) and
  * admission.c (which queues and runs it) see it: its error reply, an engine error as an
- * HTTP status and code, and resuming the suspended connection once the reply is ready.
- * Neither module calls the other back: both call these.
+ * HTTP status and code (for an MCP tool call, its JSON-RPC response), and resuming the
+ * suspended connection once the reply is ready. Neither module calls the other back: both call these.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -12,6 +12,7 @@
 #include <sys/epoll.h>
 
 #include "engine/json.h"
+#include "mcp/mcp.h"
 #include "server/call.h"
 #include "server/log.h"
 #include "server/loop.h"
@@ -57,8 +58,25 @@ const char *call_error_code_of(const hxs_error *err)
 
 void call_set_engine_error(call *c, const hxs_error *err, const char *fallback)
 {
+        if (c->mcp) {
+                free(c->reply);
+                c->reply_len = 0;
+                c->reply = mcp_run_failed(c->mcp, err, &c->reply_len);
+                c->status = 200;
+                c->error_code = call_error_code_of(err);
+                return;
+        }
         call_set_error(c, call_status_of(err), call_error_code_of(err),
                        err->message[0] ? err->message : fallback);
+}
+
+void call_set_result(call *c, const hxs_result *res)
+{
+        free(c->reply);
+        c->reply_len = 0;
+        c->reply = c->mcp ? mcp_run_result(c->mcp, res, &c->reply_len) :
+                            hxs_result_to_text(res, c->id, &c->reply_len);
+        c->status = 200;
 }
 
 void call_suspend(call *c, watch_ready_fn hangup)

@@ -17,6 +17,7 @@
 
 struct server;
 struct caller_state;
+struct mcp_run;
 
 typedef enum route {
         ROUTE_EXEC,     /* POST /api/v1/exec */
@@ -25,6 +26,8 @@ typedef enum route {
         ROUTE_METRICS,  /* GET /metrics */
         ROUTE_EXECUTIONS, /* GET /api/v1/executions/{id} */
         ROUTE_RUNTIMES, /* GET /api/v1/runtimes */
+        ROUTE_SESSIONS, /* /api/v1/sessions and below (session-call.c) */
+        ROUTE_MCP,      /* POST /mcp: the MCP server, Streamable HTTP (mcp-route.c) */
         ROUTE_OTHER,    /* anything else: 404 */
         ROUTE_MAX,
 } route;
@@ -77,6 +80,14 @@ typedef struct call {
         bool wants_stream;      /* asked for events (stream.c) */
         watch exec_watch;
         watch client_watch;
+        /* POST /mcp whose message is a tool call: its run makes the reply (call.c) and
+         * its progress events (stream.c); NULL for every other request */
+        struct mcp_run *mcp;
+        char mcp_key[SPIFFE_ID_MAX + 80]; /* caller, Mcp-Session-Id and the JSON-RPC id:
+                                           * what a notifications/cancelled names */
+        char mcp_session[33];   /* Mcp-Session-Id to send (initialize), "" for none */
+        bool mcp_listed;        /* in srv->mcp_calls */
+        TAILQ_ENTRY(call) mlink;
         TAILQ_ENTRY(call) link; /* in admission's queue or its running list */
         TAILQ_ENTRY(call) clink; /* in its caller's queue while queued */
 
@@ -88,6 +99,15 @@ typedef struct call {
         unsigned retry_after_s; /* 0: no Retry-After */
         const char *allow;      /* Allow header for 405, else NULL */
         bool close;             /* Connection: close (the rest of the connection is not read) */
+        const char *content_type; /* of the reply, static; NULL: application/json */
+
+        /* sessions (session-call.c) */
+        int session_route;      /* which of its routes */
+        char session_id[33];    /* of the session it names (found again once the body is in) */
+        struct live_session *session; /* what the request waits on, NULL once answered */
+        uint64_t session_op;    /* its cell or file operation, for hxs_session_cancel */
+        char session_path[256]; /* a file's path in the session */
+        uint64_t body_limit;    /* the body's cap when it is not MAX_BODY_BYTES (0) */
         bool logged;
 } call;
 
@@ -103,8 +123,12 @@ void call_set_error(call *c, unsigned status, const char *code, const char *mess
 unsigned call_status_of(const hxs_error *err);
 const char *call_error_code_of(const hxs_error *err);
 /* The error reply for an engine error: its status, its code, its message (fallback
- * when it has none). */
+ * when it has none). For an MCP tool call: a tool result with isError, status 200 (the
+ * call was answered; what went wrong is the tool's). */
 void call_set_engine_error(call *c, const hxs_error *err, const char *fallback);
+/* The reply for an execution's result: the API's result object, or for an MCP tool call
+ * its JSON-RPC response. Status 200. */
+void call_set_result(call *c, const hxs_result *res);
 /* Suspends the connection (MHD stops serving it) and watches its socket for the client
  * going away: hangup is called then. */
 void call_suspend(call *c, watch_ready_fn hangup);

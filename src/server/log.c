@@ -68,7 +68,8 @@ void log_call(const call *c, const hxs_result *res, const char *outcome_text,
         json_object_set_new(o, "id", json_string(c->id));
         if (c->caller[0])
                 json_object_set_new(o, "caller", json_string(c->caller));
-        json_object_set_new(o, "route", json_string(c->route == ROUTE_EXECUTE ? "/execute" : "/api/v1/exec"));
+        json_object_set_new(o, "route", json_string(c->route == ROUTE_EXECUTE ? "/execute" :
+                                                    c->route == ROUTE_MCP ? "/mcp" : "/api/v1/exec"));
         if (c->status)
                 json_object_set_new(o, "status", json_integer(c->status));
         if (c->parsed) {

@@ -39,6 +39,8 @@ static const char *const route_labels[ROUTE_MAX] = {
         [ROUTE_METRICS] = "/metrics",
         [ROUTE_EXECUTIONS] = "/api/v1/executions/{id}",
         [ROUTE_RUNTIMES] = "/api/v1/runtimes",
+        [ROUTE_SESSIONS] = "/api/v1/sessions",
+        [ROUTE_MCP] = "/mcp",
         [ROUTE_OTHER] = "other",
 };
 
@@ -159,6 +161,22 @@ void metrics_http(metrics *m, route rt, unsigned status)
 {
         if ((unsigned)rt < ROUTE_MAX && status < 600)
                 m->http[rt][status]++;
+}
+
+void metrics_mcp(metrics *m, const char *method, const char *tool)
+{
+        if (!tool)
+                tool = "";
+        for (size_t i = 0; i < METRICS_MCP_LABELS; i++) {
+                if (!m->mcp_method[i]) {
+                        m->mcp_method[i] = method;
+                        m->mcp_tool[i] = tool;
+                }
+                if (strcmp(m->mcp_method[i], method) == 0 && strcmp(m->mcp_tool[i], tool) == 0) {
+                        m->mcp_calls[i]++;
+                        return;
+                }
+        }
 }
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
@@ -297,6 +315,12 @@ char *metrics_render(const metrics *m, const metrics_gauges *g, size_t *ret_len)
                         if (m->http[rt][s])
                                 fprintf(f, "hexr_sandbox_http_requests_total{route=\"%s\",status=\"%u\"} %llu\n",
                                         route_labels[rt], s, (unsigned long long)m->http[rt][s]);
+
+        family(f, "hexr_sandbox_mcp_messages_total", "counter",
+               "MCP messages received on /mcp, by JSON-RPC method and, for tools/call, tool (other: a method this server does not offer; invalid: no method could be read).");
+        for (size_t i = 0; i < METRICS_MCP_LABELS && m->mcp_method[i]; i++)
+                fprintf(f, "hexr_sandbox_mcp_messages_total{method=\"%s\",tool=\"%s\"} %llu\n", m->mcp_method[i],
+                        m->mcp_tool[i], (unsigned long long)m->mcp_calls[i]);
 
         if (fclose(f) != 0) {
                 free(buf);

@@ -43,6 +43,9 @@ typedef enum conn_cut {
         CONN_CUT_MAX,
 } conn_cut;
 
+/* Distinct (method, tool) pairs of MCP messages counted: src/mcp names fewer. */
+#define METRICS_MCP_LABELS 16
+
 typedef struct metrics {
         uint64_t executions[HXS_LANG_MAX][OUTCOME_MAX];
         uint64_t rejected[REJECT_REASON_MAX];
@@ -62,6 +65,9 @@ typedef struct metrics {
         uint64_t queue_wait_count;
         double queue_wait_sum_s;
         uint64_t connections_cut[CONN_CUT_MAX];
+        /* MCP messages by (method, tool): static labels from src/mcp, a bounded set */
+        const char *mcp_method[METRICS_MCP_LABELS], *mcp_tool[METRICS_MCP_LABELS];
+        uint64_t mcp_calls[METRICS_MCP_LABELS];
 } metrics;
 
 void metrics_execution(metrics *m, hxs_language lang, outcome o, uint64_t duration_ms);
@@ -70,6 +76,8 @@ void metrics_caller_quota(metrics *m, int label);
 void metrics_reject(metrics *m, reject_reason r);
 void metrics_connection_cut(metrics *m, conn_cut why);
 void metrics_http(metrics *m, route rt, unsigned status);
+/* An MCP message on /mcp: method and tool (NULL: none) are static strings of src/mcp. */
+void metrics_mcp(metrics *m, const char *method, const char *tool);
 void metrics_queue_wait(metrics *m, uint64_t wait_ms);  /* a sandbox is starting */
 /* What /metrics shows besides the counters, read from the modules when it is asked
  * for. */

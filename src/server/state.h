@@ -24,6 +24,7 @@
  *   records.c   the recent executions behind GET /api/v1/executions/{id}
  *   runtimes.c  GET /api/v1/runtimes: languages, versions, packages
  *   stream.c    Server-Sent Events of an execution: output, files, result, heartbeats
+ *   mcp-route.c POST /mcp: the MCP server over Streamable HTTP (protocol: src/mcp)
  *
  * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without
  * an internal thread) and calls back into http.c from MHD_run only.
@@ -75,6 +76,8 @@ typedef struct server {
         stream_state *streams;          /* event streams, their heartbeats */
 
         admission *adm;                 /* slots, the queue, the drain */
+        struct sessions *sessions;      /* live sessions (sessions.c) */
+        struct call_list mcp_calls;     /* POST /mcp tool calls in flight (mcp-route.c) */
         uint32_t n_held;                /* requests suspended or resumed, not yet completed */
         uint64_t upload_staged;         /* bytes of uploads staged under STATE_DIR (upload.c) */
 

@@ -19,6 +19,11 @@
  * slower than the program writes loses output events past STREAM_PENDING_MAX unread
  * bytes (a comment says how many), never the result.
  *
+ * POST /mcp (an MCP tool call whose client asked for progress and accepts events) uses
+ * the same stream with the Streamable HTTP framing instead: "event: message" events,
+ * each a JSON-RPC message, its progress notifications as the program writes and its
+ * response last.
+ *
  * A UTF-8 sequence split across two reads of the program's output is held back to the
  * next chunk; a chunk that is not UTF-8 goes as base64.
  */
@@ -31,6 +36,7 @@
 #include <sys/queue.h>
 
 #include "core/macro.h"
+#include "mcp/mcp.h"
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/loop.h"
@@ -256,7 +262,28 @@ void stream_output(void *userdata, int which, const void *data, size_t len)
                 s->dropped += len;
                 return;
         }
-        add_output(s, which, data, len, false);
+        if (c->mcp) {
+                /* MCP: each chunk is a notifications/progress message */
+                size_t n = 0;
+                _cleanup_free_ char *json = mcp_run_progress(c->mcp, which, data, len, &n);
+                add_event(s, "message", json);
+        } else {
+                add_output(s, which, data, len, false);
+        }
+        wake(s);
+}
+
+void stream_event(call *c, const char *name, const char *json)
+{
+        stream *s = c->stream;
+
+        if (!s || s->ended || s->gone)
+                return;
+        if (s->out.len - s->out.off > STREAM_PENDING_MAX) {
+                s->dropped += strlen(json);
+                return;
+        }
+        add_event(s, name, json);
         wake(s);
 }
 
@@ -277,6 +304,16 @@ void stream_end(call *c)
 
         if (!s || s->ended)
                 return;
+        if (c->mcp) {
+                /* MCP: the response is the last message; an error the service had
+                 * after the stream began (out of memory) is a JSON-RPC error */
+                size_t n = 0;
+                _cleanup_free_ char *err = NULL;
+                if (c->status != 200 || !c->reply)
+                        err = mcp_error_text(mcp_run_id(c->mcp), MCP_INTERNAL_ERROR, "the service failed to reply", &n);
+                add_event(s, "message", err ? err : c->reply);
+                goto ended;
+        }
         add_output(s, 1, NULL, 0, true);
         add_output(s, 2, NULL, 0, true);
         if (c->status == 200 && c->reply) {
@@ -296,6 +333,7 @@ void stream_end(call *c)
                          (unsigned long long)s->dropped);
                 (void)sse_append_comment(&s->out, note);
         }
+ended:
         s->ended = true;
         TAILQ_REMOVE(&c->srv->streams->all, s, link);
         wake(s);

@@ -57,6 +57,8 @@
 #include "server/call.h"
 #include "server/http.h"
 #include "server/log.h"
+#include "server/session-call.h"
+#include "server/sessions.h"
 #include "server/loop.h"
 #include "server/state.h"
 #include "server/upload.h"
@@ -400,6 +402,11 @@ void admission_hangup(watch *w, uint32_t events)
         /* streams never start here: admission is stubbed */
 }
 
+void admission_cancel(call *c, const char *why)
+{
+        /* nothing runs here (admission is stubbed): nothing to cancel */
+}
+
 void admission_forget(call *c)
 {
         c->state = CALL_DONE;
@@ -418,6 +425,32 @@ unsigned admission_retry_after(const server *s)
 void admission_load_get(const server *s, admission_load *ret)
 {
         *ret = (admission_load){ 0 }; /* admission is stubbed: nothing runs or waits */
+}
+
+/* Sessions are stubbed too: their routes answer 404 here (tests/integration covers them). */
+int session_call_headers(call *c, const char *method, const char *url, uint64_t length)
+{
+        call_set_error(c, 404, "not_found", "sessions are stubbed");
+        return -1;
+}
+
+void session_call_complete(call *c)
+{
+        c->state = CALL_REPLY;
+}
+
+void session_call_forget(call *c)
+{
+}
+
+void sessions_health(server *s, uint32_t *ret_live, uint64_t *ret_cells)
+{
+        *ret_live = 0;
+        *ret_cells = 0;
+}
+
+void sessions_metrics(server *s, FILE *f)
+{
 }
 
 /* ---- the harness ------------------------------------------------------------------ */
@@ -506,7 +539,7 @@ static void check_caller(const call *c, const server *s, bool left)
 
 static void check_reply(route rt, bool closed)
 {
-        static const unsigned known[] = { 200, 400, 403, 404, 405, 413, 415, 422, 429, 500, 503 };
+        static const unsigned known[] = { 200, 202, 400, 403, 404, 405, 413, 415, 422, 429, 500, 503 };
 
         CHECK(fx.queued <= 1);
         if (!closed)
@@ -524,13 +557,21 @@ static void check_reply(route rt, bool closed)
                 CHECK(strlen(fx.reply) == fx.reply_len);
                 return;
         }
+        if (rt == ROUTE_MCP && fx.status == 202) {
+                CHECK(fx.reply_len == 0); /* a notification or response: accepted, no body */
+                return;
+        }
         json_error_t jerr;
         json_t *o = json_loadb(fx.reply, fx.reply_len, JSON_ALLOW_NUL, &jerr);
         if (!o)
                 fprintf(stderr, "reply is not JSON (%s): %.*s\n", jerr.text, (int)fx.reply_len,
                         fx.reply);
         CHECK(json_is_object(o));
-        if (fx.status != 200 && !(rt == ROUTE_HEALTH && fx.status == 503)) {
+        if (rt == ROUTE_MCP && json_object_get(o, "jsonrpc")) {
+                /* a JSON-RPC message: a response, or an error (400: no message could be read) */
+                CHECK(json_is_object(json_object_get(o, "result")) || json_is_object(json_object_get(o, "error")));
+                CHECK(fx.status == 200 || fx.status == 400);
+        } else if (fx.status != 200 && !(rt == ROUTE_HEALTH && fx.status == 503)) {
                 json_t *e = json_object_get(o, "error");
                 CHECK(json_is_object(e));
                 CHECK(json_is_string(json_object_get(e, "code")));
@@ -571,6 +612,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         srv.cfg.max_concurrent = 2;
         snprintf(srv.cfg.state_dir, sizeof(srv.cfg.state_dir), "/tmp"); /* multipart's staged files */
         srv.listen.fd = srv.sigfd = -1;
+        TAILQ_INIT(&srv.mcp_calls);
 
         /* Request line. */
         const char *nl = memchr(in, '\n', size);

@@ -300,6 +300,25 @@ def test_ended_by_the_service_410(service: FakeServer) -> None:
     s.close()  # no error
 
 
+def test_the_reason_from_the_message_of_a_410(service: FakeServer) -> None:
+    s = Session(url=service.url)
+    service.responder = lambda req: Reply(status=410, body=error_doc(
+        "session_ended", "the session has ended (lifetime): it lived 3600 s"))
+    with pytest.raises(SessionEndedError) as err:
+        s.read_file("a")
+    assert err.value.reason == "lifetime"
+    s.close()
+
+
+def test_a_file_route_404_for_the_session_is_session_ended(service: FakeServer) -> None:
+    s = Session(url=service.url)
+    service.responder = lambda req: Reply(status=404, body=error_doc(
+        "not_found", "no session with this id for this caller"))
+    with pytest.raises(SessionEndedError):
+        s.read_file("a")
+    s.close()
+
+
 def test_forgotten_by_the_service_404(service: FakeServer) -> None:
     s = Session(url=service.url)
     del service.sessions.sessions["s-1"]  # type: ignore[attr-defined]

@@ -198,6 +198,9 @@ def test_python_syntax_error_and_system_exit(py):
 def test_python_top_level_await(py):
     r = py.cell("import asyncio\nawait asyncio.sleep(0.01)\n6 * 7")
     assert r["status"] == "ok" and r["value"]["text/plain"] == "42"
+    # one loop for the session: a queue made in one cell works in the next
+    py.cell("q = asyncio.Queue()\nawait q.put(5)")
+    assert py.cell("await q.get()")["value"]["text/plain"] == "5"
 
 
 def test_python_stdin_is_dev_null(py):
@@ -235,6 +238,23 @@ def test_python_interrupt_survives_a_cell_that_ignores_sigint(py):
     time.sleep(0.5)
     py.send(op="interrupt", id="s1")
     assert py.done("s1", 10)["status"] == "interrupted"
+
+
+def test_a_forked_child_ends_with_the_cell(py):
+    r = py.cell("import os\npid = os.fork()\nif pid == 0:\n    print('child')\nelse:\n    os.waitpid(pid, 0)\n"
+                "'parent'")
+    assert r["value"]["text/plain"] == "'parent'"
+    time.sleep(0.3)
+    assert len([e for e in py.events if e["ev"] == "done" and e["id"] == r["id"]]) == 1
+    assert py.cell("1")["value"]["text/plain"] == "1"
+
+
+def test_a_big_put_is_linear(py, tmp_path):
+    data = os.urandom(48 << 20)
+    t = time.monotonic()
+    d, _ = py.op("put", path="big.bin", base64=base64.b64encode(data).decode())
+    assert d["status"] == "ok" and (tmp_path / "big.bin").read_bytes() == data
+    assert time.monotonic() - t < 20
 
 
 def test_interrupt_between_cells_is_harmless(py):
@@ -300,10 +320,12 @@ def test_cell_writing_to_the_protocol_fd_ends_no_worse_than_its_own_session(py):
 
 def test_events_are_strict_json(py):
     py.cell("print('\\x00nul')\nclass Q:\n    def __repr__(self): return '\\ud800x\\x00'\nQ()")
+    py.cell("class J:\n    def _repr_json_(self): return {'n': float('nan')}\nJ()")
+    py.cell("import sys\nsys.stderr.write('partial line without newline')\nNone")
     for line in py.raw_lines:
         s = line.decode("utf-8")       # strict: fails on a lone surrogate's bytes
         assert "\\u0000" not in s
-        json.loads(s)
+        json.loads(s, parse_constant=lambda c: pytest.fail("non-JSON constant %s" % c))
 
 
 @pytest.mark.skipif(not have_module("pandas"), reason="pandas is not installed for /usr/bin/python3")
@@ -477,6 +499,21 @@ def test_bash_interrupt_keeps_state(start):
     assert b.cell("echo $x")["stdout"] == "7\n"
 
 
+def test_bash_cell_redirecting_its_output_does_not_silence_the_next(start):
+    b = start("bash")
+    r = b.cell("exec >/dev/null 2>&1\necho hidden")
+    assert r["stdout"] == ""
+    r = b.cell("echo visible; echo err >&2")
+    assert r["stdout"] == "visible\n" and r["stderr"] == "err\n"
+
+
+def test_exit_with_a_background_job_holding_the_pipes(start):
+    b = start("bash")
+    r = b.cell("sleep 30 &\nexit 2", timeout=15)
+    assert r["exception"]["type"] == "ProcessExited"
+    assert b.cell("echo again")["stdout"] == "again\n"
+
+
 def test_bash_builtins_redefined_by_the_cell(start):
     b = start("bash")
     b.cell("printf() { :; }\nsource() { :; }\nread() { :; }")
@@ -547,3 +584,14 @@ def test_interrupt_when_started_with_sigint_ignored(start, language, code):
     d.send(op="interrupt", id="s")
     assert d.done("s", 10)["status"] == "interrupted"
     assert d.cell("1" if language != "bash" else "true")["status"] == "ok"
+
+
+@pytest.mark.parametrize("language,code", [
+    ("bash", "yes abcdefghij | head -c 5000000; echo; echo tail"),
+    ("javascript", "process.stdout.write('abcdefghij\\n'.repeat(500000)); console.log('tail')"),
+])
+def test_huge_output_of_children_is_all_there_before_done(start, language, code):
+    d = start(language)
+    r = d.cell(code, timeout=120)
+    assert r["status"] == "ok", r
+    assert r["stdout"].endswith("tail\n") and len(r["stdout"]) > 5000000

@@ -112,32 +112,27 @@ export interface SessionEndedErrorInit extends SandboxErrorInit {
    * `shutdown`; `null` when the service did not say.
    */
   reason?: string | null;
-  /** The cell that was running when the session ended, when there was one. */
-  result?: CellResultLike | null;
-}
-
-/** What a {@link SessionEndedError} keeps of the cell it ended (a `CellResult`). */
-export interface CellResultLike {
-  readonly status: string;
-  readonly stdout: string;
-  readonly stderr: string;
+  /** The session's id, when known. */
+  sessionId?: string | null;
 }
 
 /**
- * The session is over: the service answered 410 (`session_ended`), a cell ended with
- * the session (`status` `session_ended`: its memory limit, its lifetime, a crash), or
- * this object's session was closed. `message` says why; `reason` is the machine word.
- * Every later call on that session throws it too, without a request.
+ * The session is over: closed by the caller, or ended by the service (idle timeout,
+ * lifetime, a cell that would not stop, memory limit, crash, service shutdown). Thrown
+ * on a 410, on a 404 once the service has forgotten the session, and by every call on
+ * a session from then on, without a request. The Python SDK's `SessionEndedError`: a
+ * {@link SandboxRequestError} (`status` 410 unless the reply said otherwise, `code`
+ * `session_ended`).
  */
-export class SessionEndedError extends SandboxError {
+export class SessionEndedError extends SandboxRequestError {
   /** The session's `ended_reason`, or `null` when the service did not say. */
   readonly reason: string | null;
-  /** The cell the session ended during (its output so far), or `null`. */
-  readonly result: CellResultLike | null;
+  /** The session's id, or `null`. */
+  readonly sessionId: string | null;
 
   constructor(message: string, init: SessionEndedErrorInit = {}) {
-    super(message, { code: "session_ended", ...init });
+    super(message, { status: 410, code: "session_ended", ...init });
     this.reason = init.reason ?? null;
-    this.result = init.result ?? null;
+    this.sessionId = init.sessionId ?? null;
   }
 }

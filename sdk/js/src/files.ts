@@ -169,3 +169,21 @@ export function rawBody(content: unknown): Uint8Array | StreamBody {
     },
   };
 }
+
+/**
+ * A JSON body with every file inline, Blobs read whole (a route that takes JSON only:
+ * a session's creation; its cells take multipart as exec does).
+ *
+ * @throws TypeError `files` has the wrong shape.
+ */
+export async function inlineBody(body: Record<string, unknown>, files: unknown): Promise<Uint8Array> {
+  const specs = normaliseFiles(files);
+  for (const s of specs) {
+    if (s.blob !== undefined) {
+      s.bytes = new Uint8Array(await s.blob.arrayBuffer());
+      delete s.blob;
+    }
+  }
+  if (files !== undefined && files !== null) body["files"] = specs.map(inlineEntry);
+  return jsonBytes(body);
+}

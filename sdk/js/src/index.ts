@@ -62,7 +62,7 @@ export {
   SandboxUnavailableError,
   SessionEndedError,
 } from "./errors.js";
-export type { CellResultLike, SandboxErrorInit, SandboxOverloadedErrorInit, SessionEndedErrorInit } from "./errors.js";
+export type { SandboxErrorInit, SandboxOverloadedErrorInit, SessionEndedErrorInit } from "./errors.js";
 export { type CellEvent, type CellOptions, Session, type SessionCallOptions, type SessionOptions } from "./session.js";
 export {
   type CellException,

@@ -97,7 +97,10 @@ function endedReason(doc: unknown): string | null {
   const err = d["error"] as Record<string, unknown> | undefined;
   const session = (d["session"] ?? err?.["session"]) as Record<string, unknown> | undefined;
   const reason = err?.["reason"] ?? err?.["ended_reason"] ?? session?.["ended_reason"];
-  return typeof reason === "string" ? reason : null;
+  if (typeof reason === "string") return reason;
+  // "the session has ended (idle_timeout): ..." as the service words it
+  const m = /\bended \(([a-z_]+)\)/.exec(typeof err?.["message"] === "string" ? err["message"] : "");
+  return m ? m[1]! : null;
 }
 
 /**

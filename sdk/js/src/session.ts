@@ -15,7 +15,7 @@ import type { Address } from "./address.js";
 import { CellResult, fileList, type MimeBundle, type SessionFile, type SessionInfo, sessionInfo } from "./cell.js";
 import { checkCode, checkKeys, Client, type Language, seconds, wireFields, internals } from "./client.js";
 import { SandboxError, SessionEndedError } from "./errors.js";
-import { encodeBody, type FileContent, type FilesOption, rawBody } from "./files.js";
+import { encodeBody, type FileContent, type FilesOption, inlineBody, rawBody } from "./files.js";
 import { decodeJson } from "./reply.js";
 import { bad, eventsOf, interpret, rethrown, type StreamEvent } from "./stream.js";
 import type { RawEvent } from "./sse.js";
@@ -125,7 +125,7 @@ export class Session implements AsyncDisposable {
     const doc = await call(client, address, {
       method: "POST",
       path: SESSIONS_PATH,
-      body: encodeBody(body, options.files),
+      body: await inlineBody(body, options.files),
       signal: options.signal,
     }, [200, 201], internals.readTimeout(client, 0, options.packages));
     return new Session(client, address, rethrown(address, "the new session", () => sessionInfo(doc)));
@@ -152,11 +152,13 @@ export class Session implements AsyncDisposable {
   }
 
   /**
-   * Runs one cell and resolves with its {@link CellResult}; state persists between
-   * cells. A cell that raises is a result (`status` `exception`).
+   * Runs one cell and resolves with its {@link CellResult}, whatever the cell did;
+   * state persists between cells. A cell that raises is a result (`status`
+   * `exception`); so is one the session ended with (`status` `session_ended`, its
+   * output so far), after which every call throws {@link SessionEndedError}.
    *
-   * @throws SessionEndedError the session is over (410, or it ended during this cell:
-   *   `error.result` holds the cell's output so far).
+   * @throws SessionEndedError the session is over (410, 404, or ended before).
+   * @throws SandboxOverloadedError too many cells queued on this session.
    */
   async exec(code: string, options: CellOptions = {}): Promise<CellResult> {
     checkKeys("exec options", options, CELL_OPTIONS);
@@ -190,11 +192,9 @@ export class Session implements AsyncDisposable {
     });
     if (result.session) this.#info = result.session;
     if (result.status === "session_ended") {
-      throw this.#end(new SessionEndedError(endedMessage(result), {
-        status: 200,
-        reason: result.session?.endedReason ?? null,
-        result,
-      }));
+      // The cell's result is returned; every later call says the session is over.
+      const why = result.error?.message ?? "the session ended";
+      this.#end(`session ${this.id} has ended: ${why}`, result.session?.endedReason ?? result.error?.type ?? null, 410);
     }
     return result;
   }
@@ -210,7 +210,7 @@ export class Session implements AsyncDisposable {
       body,
       contentType: "application/octet-stream",
       signal: options.signal,
-    }, [200, 201]));
+    }, [200, 201]), true);
     const rec = (doc ?? {}) as Record<string, unknown>;
     return { path: typeof rec["path"] === "string" ? rec["path"] : path, size: typeof rec["size"] === "number" ? rec["size"] : 0 };
   }
@@ -227,7 +227,7 @@ export class Session implements AsyncDisposable {
       } finally {
         reply.close();
       }
-    });
+    }, true);
   }
 
   /** The entries of a directory of the session (`""`: the working directory). */
@@ -236,14 +236,14 @@ export class Session implements AsyncDisposable {
     if (typeof path !== "string") throw new TypeError("path must be a string");
     this.#check();
     const query = path ? "?path=" + encodeURIComponent(path) : "";
-    const doc = await this.#guard(() => this.#call({ method: "GET", path: this.#path("/files") + query, signal: options.signal }, [200]));
+    const doc = await this.#guard(() => this.#call({ method: "GET", path: this.#path("/files") + query, signal: options.signal }, [200]), true);
     return rethrown(this.#address, "the listing", () => fileList(doc));
   }
 
   /** The session as the service sees it now (`GET /api/v1/sessions/{id}`). */
   async info(options: SessionCallOptions = {}): Promise<SessionInfo> {
     checkKeys("info options", options, CALL_OPTIONS);
-    const doc = await this.#call({ method: "GET", path: this.#path(""), signal: options.signal }, [200]);
+    const doc = await this.#guard(() => this.#call({ method: "GET", path: this.#path(""), signal: options.signal }, [200]));
     this.#info = rethrown(this.#address, "the session", () => sessionInfo(doc));
     return this.#info;
   }
@@ -255,12 +255,12 @@ export class Session implements AsyncDisposable {
   async close(): Promise<void> {
     if (this.#ended !== null) return;
     try {
-      await this.#call({ method: "DELETE", path: this.#path("") }, [200, 204]);
+      await this.#guard(() => this.#call({ method: "DELETE", path: this.#path("") }, [200, 204]));
     } catch (err) {
       // Gone already (ended, or forgotten since): closed all the same.
-      if (!(err instanceof SandboxError && (err.status === 404 || err.status === 410))) throw err;
+      if (!(err instanceof SessionEndedError)) throw err;
     }
-    this.#end(new SessionEndedError(`session ${this.id} was closed`, { reason: "deleted" }));
+    this.#end(`session ${this.id} is closed`, "deleted", 410);
   }
 
   /** `await using s = await Session.create()` closes it at the end of the block. */
@@ -276,17 +276,23 @@ export class Session implements AsyncDisposable {
     if (this.#ended !== null) throw this.#ended;
   }
 
-  #end(err: SessionEndedError): SessionEndedError {
-    this.#ended ??= err;
-    return err;
+  /** Marks the session over; the error every later call throws. */
+  #end(message: string, reason: string | null, status: number | null): SessionEndedError {
+    this.#ended ??= new SessionEndedError(message, { status, reason, sessionId: this.id });
+    return this.#ended;
   }
 
-  // A 410 on any call means the session is over: every later call says so at once.
-  async #guard<T>(fn: () => Promise<T>): Promise<T> {
+  // A 410, or a 404 for the session itself (any 404 outside the files routes; there,
+  // the one that says so), means the session is over: this call and every later one
+  // say so, as the Python SDK does.
+  async #guard<T>(fn: () => Promise<T>, files = false): Promise<T> {
     try {
       return await fn();
     } catch (err) {
-      if (err instanceof SessionEndedError) this.#end(err);
+      if (err instanceof SessionEndedError || (err instanceof SandboxError && err.status === 404 && (!files || forgotten(err)))) {
+        const reason = err instanceof SessionEndedError ? err.reason : null;
+        throw this.#end(err.message, reason, err.status);
+      }
       throw err;
     }
   }
@@ -323,16 +329,15 @@ async function call(
   return decodeJson(address, { status: reply.status, reason: reply.reason, headers: reply.headers, body });
 }
 
+/** A files route's 404 about the session, not the file. */
+function forgotten(err: SandboxError): boolean {
+  return err.code === "session_not_found" || err.message.startsWith("no session");
+}
+
 /** A path in the session, as a URL path: each segment encoded, the slashes kept. */
 function filePath(path: unknown): string {
   if (typeof path !== "string" || path === "") throw new TypeError("path must be a non-empty string");
   return path.split("/").map(encodeURIComponent).join("/");
-}
-
-function endedMessage(result: CellResult): string {
-  const s = result.session;
-  const why = s?.endedMessage ?? result.error?.message ?? s?.endedReason ?? "it ended";
-  return `session ${s?.id ?? ""} ended during the cell: ${why}`.replace("session  ", "session ");
 }
 
 /** The events of a streamed cell. */

@@ -24,11 +24,19 @@ describe("retries", { concurrency: true }, () => {
       let old: Service | undefined;
       let fresh: Service | undefined;
       try {
-        // The drain ends after 1 s, killing what still runs.
+        // The drain ends after 1 s, killing what still runs. SIGTERM is sent once the
+        // holder has printed (an event, not a time): a holder still starting when the
+        // drain's second is over would be killed before its echo, under load.
         old = await startService({ listen, env: { DRAIN_TIMEOUT: "1s" } });
         const url = old.url;
-        const holder = new Client({ url, retries: 0 }).exec("echo begun; sleep 30", { language: "bash" });
-        await waitFor(async () => (await active(old!)) === 1, 30, "the old service's execution to start");
+        let begun!: () => void;
+        const printed = new Promise<void>((resolve) => { begun = resolve; });
+        const holder = new Client({ url, retries: 0 }).exec("echo begun; sleep 30", {
+          language: "bash",
+          onStdout: (text) => { if (text.includes("begun")) begun(); },
+        });
+        await Promise.race([printed, holder]);
+        assert.equal(await active(old), 1, "the old service's execution runs");
         old.signal("SIGTERM");
         await waitFor(async () => (await rawRequest(url, "GET", "/health")).status === 503, 10, "/health to say draining");
 
@@ -37,6 +45,7 @@ describe("retries", { concurrency: true }, () => {
           url, retries: 10, retryBackoff: 0.1, retryWaitMax: 30, onRetry: (e) => events.push(e),
         });
         const call = client.exec("echo new", { language: "bash" });
+        call.catch(() => undefined); // awaited below; a failed assertion before must not leave it unhandled
 
         const killed = await holder; // at the drain's deadline
         assert.equal(killed.stdout, "begun\n");

@@ -11,11 +11,15 @@
  *
  * The pages' `hexr_agent` / `hexr_llm` are not part of this project: decorated
  * functions become plain functions, and the LLM's code is a fixed Fibonacci program.
+ *
+ * Last, the files and charts flow the pages lead to (this SDK's README): a CSV from disk
+ * in, its describe() and a chart out, followed as a stream.
  */
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { arch } from "node:os";
+import { mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { arch, tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, beforeEach, test } from "node:test";
 
 import * as hexr from "../src/index.js";
@@ -364,4 +368,41 @@ test("resource limits", async () => {
   assert.ok(result.ok);
   assert.equal(result.stdout, "");
   assert.equal(result.stderr, "");
+});
+
+// ---- files and charts: the README's flow on the pages' data -------------------------------
+
+test("files in, describe() and a chart out, and the same as a stream", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "hxs-js-seed-files-"));
+  try {
+    const csv = "revenue,costs\n100,80\n200,150\n150,100\n300,200\n250,180\n";
+    writeFileSync(join(dir, "data.csv"), csv);
+    const code = "import pandas as pd, matplotlib.pyplot as plt\n" +
+      "df = pd.read_csv('data.csv'); print(df.describe()); df.plot(); plt.show()\n" +
+      "open('run.log', 'w').write(open('notes.txt').read() + str(len(open('raw.bin', 'rb').read())))\n";
+    const files = { "data.csv": await openAsBlob(join(dir, "data.csv")), "notes.txt": "text", "raw.bin": new Uint8Array([0, 1]) };
+    const result = await exec(code, { files, returnFiles: ["*.log"] });
+
+    assert.ok(result.ok, result.stderr);
+    const table = describeTable(result.stdout);
+    assert.deepEqual(table["mean"], { revenue: 200, costs: 142 });
+    assert.deepEqual(table["max"], { revenue: 300, costs: 200 });
+    assert.equal(result.stdout, hostRun("import pandas as pd, io\nprint(pd.read_csv(io.StringIO(" +
+      JSON.stringify(csv) + ")).describe())").stdout);
+    assert.deepEqual([...result.files.keys()], ["output/figure-1.png", "run.log"]);
+    const png = result.files.get("output/figure-1.png")!;
+    assert.deepEqual(Buffer.from(png.subarray(0, 8)), Buffer.from("\x89PNG\r\n\x1a\n", "latin1"));
+    assert.equal(Buffer.from(result.files.get("run.log")!).toString(), "text2");
+
+    const seen: string[] = [];
+    let streamed: ExecResult | undefined;
+    for await (const event of hexr.stream(code, { files, returnFiles: ["*.log"] })) {
+      if (event.type === "file") seen.push(`${event.file.path}:${event.data.byteLength > 0}`);
+      else if (event.type === "result") streamed = event.result;
+    }
+    assert.deepEqual(seen, ["output/figure-1.png:true", "run.log:true"]);
+    assert.equal(streamed?.stdout, result.stdout);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

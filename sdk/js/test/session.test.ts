@@ -2,8 +2,8 @@
  * Sessions against a scripted service that keeps the routes of the sessions HTTP API
  * (POST /api/v1/sessions, .../exec as JSON or an event stream, the files routes,
  * DELETE): what is sent, what is decoded (value, valueData, outputs, exception,
- * status, files), SessionEndedError on a 410 and on a cell that ended its session
- * (and at once on every later call), `close()` and `await using`.
+ * status, files), SessionEndedError on a 410, on a 404 of the session, and at once on
+ * every call after a cell the session ended with, `close()` and `await using`.
  */
 
 import assert from "node:assert/strict";
@@ -67,7 +67,9 @@ async function routes(seen: Seen, res: import("node:http").ServerResponse): Prom
   const kept = sessions.get(id);
   if (!kept) return json(res, errorDoc("not_found", `no session ${id}`), 404);
   if (kept.ended && seen.method !== "GET") {
-    return json(res, errorDoc("session_ended", `session ${id} ended: its idle timeout (${kept.ended})`), 410);
+    const doc = errorDoc("session_ended", `session ${id} ended: its idle timeout (${kept.ended})`);
+    (doc["error"] as Record<string, unknown>)["reason"] = kept.ended;
+    return json(res, doc, 410);
   }
   if (!tail) {
     if (seen.method === "DELETE") {
@@ -145,6 +147,13 @@ describe("creating", () => {
       language: "python", memory_mb: 256, env_vars: { A: "1" }, packages: ["numpy"], idle_timeout: 60, lifetime: 600,
       files: [{ path: "data.csv", content: "a\n1\n", encoding: "utf-8" }],
     });
+  });
+
+  test("the creation is JSON: a Blob's content goes inline too", async () => {
+    await Session.create({ client: client(), files: [["b.bin", new Blob([new Uint8Array([0, 255])])]] });
+    const [seen] = svc.seen;
+    assert.equal(seen!.headers["content-type"], "application/json");
+    assert.deepEqual(body(seen!)["files"], [{ path: "b.bin", content: "AP8=", encoding: "base64" }]);
   });
 
   test("an unknown option is a TypeError and nothing is sent", async () => {
@@ -306,6 +315,7 @@ describe("files", () => {
   test("a missing file is the service's error; a bad path or content is a TypeError", async () => {
     const s = await Session.create({ client: client() });
     await assert.rejects(s.readFile("nope"), (err: unknown) => err instanceof SandboxRequestError && err.status === 404);
+    assert.equal(s.ended, false);
     await assert.rejects(s.readFile(""), TypeError);
     // @ts-expect-error: content must be text, bytes or a Blob
     await assert.rejects(s.writeFile("x", 5), TypeError);
@@ -320,6 +330,8 @@ describe("ending", () => {
       assert.ok(err instanceof SessionEndedError);
       assert.equal(err.status, 410);
       assert.equal(err.code, "session_ended");
+      assert.equal(err.reason, "idle_timeout");
+      assert.equal(err.sessionId, "s1");
       assert.match(err.message, /idle timeout/);
       return true;
     });
@@ -334,22 +346,39 @@ describe("ending", () => {
     assert.equal(svc.seen.length, n);
   });
 
-  test("a cell that ended its session throws SessionEndedError with the cell's output and the reason", async () => {
+  test("a cell the session ended with is a result; every later call throws SessionEndedError with the reason", async () => {
     const s = await Session.create({ client: client() });
     nextCell = {
       status: "session_ended", stdout: "allocating\n",
       error: { type: "session_ended", message: "the session's memory limit (512 MiB) was reached" },
     };
-    await assert.rejects(s.exec("x = bytearray(1 << 40)"), (err: unknown) => {
+    const r = await s.exec("x = bytearray(1 << 40)");
+    assert.equal(r.status, "session_ended");
+    assert.equal(r.ok, false);
+    assert.equal(r.stdout, "allocating\n");
+    assert.equal(s.ended, true);
+    assert.equal(s.last.state, "ended");
+    const n = svc.seen.length;
+    await assert.rejects(s.exec("1"), (err: unknown) => {
       assert.ok(err instanceof SessionEndedError);
+      assert.ok(err instanceof SandboxRequestError, "a SandboxRequestError, as in the Python SDK");
       assert.equal(err.reason, "memory_limit");
-      assert.match(err.message, /ended: memory_limit/);
-      assert.equal(err.result?.stdout, "allocating\n");
-      assert.equal(err.result?.status, "session_ended");
+      assert.equal(err.sessionId, "s1");
+      assert.equal(err.message, "session s1 has ended: the session's memory limit (512 MiB) was reached");
       return true;
     });
-    assert.equal(s.last.state, "ended");
-    await assert.rejects(s.exec("1"), SessionEndedError);
+    assert.equal(svc.seen.length, n);
+  });
+
+  test("a 404 of the session (forgotten) ends it; a 404 of a file does not", async () => {
+    const s = await Session.create({ client: client() });
+    await assert.rejects(s.readFile("nope"), (err: unknown) => err instanceof SandboxRequestError && !(err instanceof SessionEndedError));
+    assert.equal(s.ended, false);
+    sessions.delete("s1");
+    await assert.rejects(s.exec("1"), (err: unknown) =>
+      err instanceof SessionEndedError && err.status === 404 && err.sessionId === "s1");
+    assert.equal(s.ended, true);
+    await assert.rejects(s.info(), SessionEndedError);
   });
 
   test("close() DELETEs once; later calls throw SessionEndedError", async () => {
@@ -381,6 +410,17 @@ describe("ending", () => {
     }, /boom/);
     assert.equal(sessions.size, 0);
     assert.equal(svc.seen.filter((x) => x.method === "DELETE").length, 2);
+  });
+
+  test("the service's words: a 410's reason from its message, a files route's 404 for the session", async () => {
+    const s = await Session.create({ client: client() });
+    svc.handle = (_seen, res) => json(res, errorDoc("session_ended", "the session has ended (lifetime): it lived 3600 s"), 410);
+    await assert.rejects(s.readFile("a"), (err: unknown) => err instanceof SessionEndedError && err.reason === "lifetime");
+    svc.handle = routes;
+    const t = await Session.create({ client: client() });
+    svc.handle = (_seen, res) => json(res, errorDoc("not_found", "no session with this id for this caller"), 404);
+    await assert.rejects(t.readFile("a"), (err: unknown) => err instanceof SessionEndedError && err.status === 404);
+    assert.equal(t.ended, true);
   });
 
   test("info() asks the service", async () => {

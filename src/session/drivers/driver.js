@@ -142,6 +142,15 @@ process.on('unhandledRejection', (e) => {
   process.stderr.write('Unhandled rejection: ' + (e && e.stack ? e.stack : String(e)) + '\n');
 });
 
+// What the cell wrote is in the pipes before its answer: a write to a full pipe is
+// queued by node, and an empty write's callback runs once all before it went out.
+function flushed() {
+  return Promise.all([process.stdout, process.stderr].map((s) => new Promise((resolve) => {
+    if (s.destroyed || !s.writable) return resolve();
+    s.write('', () => resolve());
+  })));
+}
+
 answer({ ev: 'ready', version: process.versions.node });
 
 const queue = [];
@@ -151,7 +160,9 @@ async function pump() {
   busy = true;
   while (queue.length) {
     const cmd = queue.shift();
-    answer(await run(String(cmd.code)));
+    const res = await run(String(cmd.code));
+    await flushed();
+    answer(res);
   }
   busy = false;
 }

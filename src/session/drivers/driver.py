@@ -45,7 +45,8 @@ PATH_MAX = 255                # as exec's path rule (src/engine/request-files.c)
 # ---------------------------------------------------------------- protocol out
 
 def _clean(v):
-    """Strings a strict JSON parser takes: no NUL, no lone surrogate."""
+    """Values a strict JSON parser takes: strings without NUL or lone surrogates, no
+    NaN or infinity."""
     if isinstance(v, str):
         if "\x00" in v:
             v = v.replace("\x00", "\ufffd")
@@ -58,6 +59,8 @@ def _clean(v):
         return {_clean(str(k)): _clean(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return None                         # NaN and infinities are not JSON
     return v
 
 
@@ -518,6 +521,8 @@ class PythonKernel:
     def __init__(self, proto, state, captures):
         self.proto, self.state, self.captures = proto, state, captures
         self.n = 0
+        self.pid = os.getpid()
+        self.loop = None
         import types
         main = types.ModuleType("__main__")
         main.__builtins__ = __builtins__
@@ -617,8 +622,12 @@ class PythonKernel:
     def run_code(self, co):
         r = eval(co, self.ns)
         if co.co_flags & 0x80:             # CO_COROUTINE: the cell awaits at top level
-            import asyncio
-            r = asyncio.run(r)
+            # one loop for the session, as a kernel has: what a cell made on it stays usable
+            if self.loop is None:
+                import asyncio
+                self.loop = asyncio.new_event_loop()
+                asyncio.set_event_loop(self.loop)
+            r = self.loop.run_until_complete(r)
         return r
 
     def exec_cell(self, cid, code):
@@ -640,6 +649,8 @@ class PythonKernel:
                         value = mime_bundle(v)
                     self.ns["_"] = v
             finally:
+                if os.getpid() != self.pid:
+                    os._exit(0)             # a cell forked: its child ends with the cell
                 self.state.running = None
             self.show_figures()
         except KeyboardInterrupt as e:
@@ -742,9 +753,13 @@ def ipython_finder(display):
 BASH_LOOP = r"""
 builtin readonly __hxs_ctl=$1 __hxs_ans=$2
 builtin shift 2
+exec {__hxs_out}>&1 {__hxs_err}>&2
+builtin readonly __hxs_out __hxs_err
 builtin printf 'ready %s\n' "$BASH_VERSION" >&"$__hxs_ans"
 while builtin :; do
   IFS= builtin read -r -u "$__hxs_ctl" __hxs_cell || { (( $? > 128 )) && builtin continue; builtin break; }
+  builtin unset -f command 2>/dev/null
+  command exec 1>&"$__hxs_out" 2>&"$__hxs_err"
   builtin trap 'builtin return 130 2>/dev/null' INT
   builtin source "$__hxs_cell" </dev/null
   __hxs_status=$?
@@ -798,10 +813,17 @@ class ChildKernel:
     def _answer(self):
         """The child's next answer line, as a dict; None when it has exited."""
         while b"\n" not in self.ans_buf:
+            # a process the cell left running may hold the pipe open after the child
+            # exited: its exit ends the wait too
             try:
-                data = self.ans.read(65536)
+                ready, _, _ = select.select([self.ans], [], [], 0.5)
             except InterruptedError:
                 continue
+            if not ready:
+                if self.proc.poll() is not None:
+                    return None
+                continue
+            data = self.ans.read(65536)
             if not data:
                 return None
             self.ans_buf += data
@@ -906,7 +928,8 @@ class ChildKernel:
 def read_commands(fd, proto, state, files, cells, kernel):
     """The reader thread: exec and shutdown go to the main thread in order; interrupt
     and the file operations are done here, so they work while a cell runs."""
-    buf = b""
+    buf = bytearray()
+    scanned = 0                            # no newline in buf[:scanned]: a big put stays linear
     dropping = False
     while True:
         try:
@@ -920,12 +943,15 @@ def read_commands(fd, proto, state, files, cells, kernel):
             return
         buf += data
         while True:
-            nl = buf.find(b"\n")
+            nl = buf.find(b"\n", scanned)
             if nl < 0:
+                scanned = len(buf)
                 if len(buf) > CMD_LINE_MAX:
-                    buf, dropping = b"", True
+                    buf, scanned, dropping = bytearray(), 0, True
                 break
-            line, buf = buf[:nl], buf[nl + 1:]
+            line = bytes(buf[:nl])
+            del buf[:nl + 1]
+            scanned = 0
             if dropping:
                 dropping = False
                 continue
@@ -1007,10 +1033,11 @@ def main(argv):
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     state = State()
     captures = [Capture(proto, state, 1, "stdout"), Capture(proto, state, 2, "stderr")]
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+    # buffered writers under the text layers: a short write to a pipe is never lost
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", write_through=True)
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True, line_buffering=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     files = Files(proto)
     try:

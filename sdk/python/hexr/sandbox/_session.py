@@ -12,6 +12,7 @@ the service again.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -131,7 +132,9 @@ class _Calls:
         error = _http.error_from_response(address, response)
         if self.id is None:
             raise error                    # the create call: no session to have ended
-        if response.status == 410 or (response.status == 404 and not call.path.startswith(self._path("/files"))):
+        if response.status == 410 or (response.status == 404 and (
+                not call.path.startswith(self._path("/files")) or error.code == "session_not_found"
+                or error.message.startswith("no session"))):
             raise self.end(error.message, _reason_of(response), response.status)
         raise error
 
@@ -224,7 +227,9 @@ def _reason_of(response: _http.Response) -> Optional[str]:
     sess = doc.get("session")
     if isinstance(sess, dict) and isinstance(sess.get("ended_reason"), str):
         return sess["ended_reason"]
-    return None
+    # "the session has ended (idle_timeout): ..." as the service words it
+    m = re.search(r"\bended \(([a-z_]+)\)", err.get("message", "") if isinstance(err, dict) else "")
+    return m.group(1) if m else None
 
 
 def _client_of(client: Optional[Client], url: Optional[str]) -> Client:

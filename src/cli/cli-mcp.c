@@ -5,107 +5,39 @@
  * The MCP server over stdio: newline-delimited JSON-RPC messages on stdin, replies and
  * notifications on stdout, one per line; logs go to stderr only. Tool calls run with the
  * local engine as `exec` does (the same settings from the environment), several at once:
- * one poll loop over stdin and every running execution's fd. End of stdin ends what
- * still runs and exits 0. The protocol itself is src/mcp (shared with the service's
- * /mcp); this file is the transport only.
+ * one poll loop over stdin, every running execution's fd and every session's. End of
+ * stdin ends what still runs and exits 0. The protocol itself is src/mcp (shared with
+ * the service's /mcp); this file is the transport only; the session tools are
+ * cli-mcp-sessions.c's.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli-mcp.h"
 #include "cli/cli.h"
 #include "core/macro.h"
-#include "hexr-sandbox/sandbox.h"
-#include "mcp/mcp.h"
 
 /* A message may carry a request body of MAX_BODY_BYTES and its JSON-RPC envelope. */
 #define ENVELOPE_BYTES (64u << 10)
-
-struct mcp_stdio;
-
-typedef struct running {
-        struct mcp_stdio *m;
-        mcp_run *run;
-        hxs_exec *exec;
-        struct running *next;
-} running;
-
-typedef struct mcp_stdio {
-        hxs_engine *engine;
-        mcp_session *session;
-        running *runs;
-        size_t n_runs, max_runs;
-        char *line;             /* the message being read */
-        size_t len, cap, max;
-        bool skipping;          /* the current line is over max: dropped to its end */
-        bool out_failed;        /* stdout is gone: nothing more can be said */
-        struct pollfd *fds;     /* max_runs + 1 of them: stdin, then the runs' */
-        running **by_slot;
-} mcp_stdio;
 
 static void usage(FILE *f)
 {
         fprintf(f,
                 "usage: hexr-sandbox mcp [--backend B]\n\n"
                 "The MCP server (Model Context Protocol) over stdio: JSON-RPC messages, one per line,\n"
-                "on stdin and stdout; logs on stderr. Its tool run_code runs code in a fresh sandbox\n"
-                "with the local engine, as `exec` does, reading the same settings from the environment.\n"
-                "An MCP client starts it as a command, e.g. {\"command\": \"hexr-sandbox\", \"args\": [\"mcp\"]}\n"
-                "(docs/mcp.md). Ends when stdin ends, ending what still runs.\n\n"
+                "on stdin and stdout; logs on stderr. Its tools run code in sandboxes with the local\n"
+                "engine, as `exec` does, reading the same settings from the environment: run_code (a\n"
+                "fresh sandbox per call) and the session_* tools (a sandbox that keeps its state, owned\n"
+                "by this process). An MCP client starts it as a command, e.g.\n"
+                "{\"command\": \"hexr-sandbox\", \"args\": [\"mcp\"]} (docs/mcp.md). Ends when stdin ends,\n"
+                "ending what still runs.\n\n"
                 "      --backend B        auto, namespaces, qemu, firecracker (as SANDBOX_BACKEND)\n");
-}
-
-_printf_(1, 2) static void note(const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "hexr-sandbox mcp: ");
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-}
-
-/* One message out: the text and its newline, whole (stdout stays blocking: a client
- * that stops reading stops us, which is what it asked for). */
-static void send_line(mcp_stdio *m, char *text, const size_t *lenp)
-{
-        size_t len = *lenp; /* read now: it is set by the call that made text */
-        if (!text) {
-                note("out of memory writing a reply");
-                return;
-        }
-        text[len] = '\n'; /* the JSON's NUL: the text is ours to change */
-        const char *p = text;
-        size_t n = len + 1;
-        while (n > 0 && !m->out_failed) {
-                ssize_t w = write(STDOUT_FILENO, p, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0) {
-                        m->out_failed = true;
-                        break;
-                }
-                p += w;
-                n -= (size_t)w;
-        }
-        free(text);
-}
-
-/* Output as it comes: a progress notification when the client asked for progress. */
-static void on_output(void *userdata, int stream, const void *data, size_t len)
-{
-        running *r = userdata;
-        size_t n = 0;
-        char *text = mcp_run_progress(r->run, stream, data, len, &n);
-        if (text)
-                send_line(r->m, text, &n);
 }
 
 static void run_free(running *r)
@@ -115,78 +47,68 @@ static void run_free(running *r)
         free(r);
 }
 
-static void unlink_run(mcp_stdio *m, running *r)
-{
-        for (running **p = &m->runs; *p; p = &(*p)->next)
-                if (*p == r) {
-                        *p = r->next;
-                        m->n_runs--;
-                        return;
-                }
-}
-
-/* A tool call: its sandbox starts now, or it is answered with why it cannot. */
-static void start_run(mcp_stdio *m, mcp_run *run)
+/* run_code: its sandbox starts now, or it is answered with why it cannot. */
+static void start_exec(mcp_stdio *m, mcp_run *run)
 {
         hxs_error err = { 0 };
         size_t n = 0;
 
         if (m->n_runs >= m->max_runs) {
-                snprintf(err.message, sizeof(err.message),
-                         "%zu calls are running already (MAX_CONCURRENT); retry when one has ended", m->n_runs);
-                send_line(m, mcp_run_failed(run, &err, &n), &n);
-                mcp_run_free(run);
+                mcp_fail_run(m, run, "%zu calls are running already (MAX_CONCURRENT); retry when one has ended",
+                             m->n_runs);
                 return;
         }
         running *r = calloc(1, sizeof(*r));
         if (!r) {
-                note("out of memory starting a run");
-                mcp_run_free(run);
+                mcp_fail_run(m, run, "out of memory");
                 return;
         }
         r->m = m;
         r->run = run;
         if (hxs_exec_start(m->engine, mcp_run_request(run), &r->exec, &err) < 0) {
-                note("%s: %s", mcp_run_tool(run), err.message);
-                send_line(m, mcp_run_failed(run, &err, &n), &n);
+                mcp_note("%s %s: %s", mcp_run_tool(run), mcp_run_id(run), err.message);
+                char *text = mcp_run_failed(run, &err, &n);
+                mcp_send(m, text, &n);
                 run_free(r);
                 return;
         }
-        hxs_exec_set_output(r->exec, on_output, r);
-        r->next = m->runs;
-        m->runs = r;
-        m->n_runs++;
+        hxs_exec_set_output(r->exec, mcp_on_output, r);
+        mcp_running_add(m, r);
 }
 
-static void finish_run(mcp_stdio *m, running *r)
+static void finish_exec(mcp_stdio *m, running *r)
 {
         hxs_result res = { 0 };
         hxs_error err = { 0 };
         size_t n = 0;
+        char *text;
 
-        unlink_run(m, r);
+        mcp_running_unlink(m, r);
         if (hxs_exec_take_result(r->exec, &res, &err) < 0) {
-                note("%s: %s", mcp_run_tool(r->run), err.message);
-                send_line(m, mcp_run_failed(r->run, &err, &n), &n);
+                mcp_note("%s %s: %s", mcp_run_tool(r->run), mcp_run_id(r->run), err.message);
+                text = mcp_run_failed(r->run, &err, &n);
         } else {
-                note("%s %s: exit status %d in %llu ms%s%s", mcp_run_tool(r->run), mcp_run_id(r->run),
-                     res.exit_code, (unsigned long long)res.execution_time_ms, res.end_message[0] ? "; " : "",
-                     res.end_message);
-                send_line(m, mcp_run_result(r->run, &res, &n), &n);
+                mcp_note("%s %s: exit status %d in %llu ms%s%s", mcp_run_tool(r->run), mcp_run_id(r->run),
+                         res.exit_code, (unsigned long long)res.execution_time_ms, res.end_message[0] ? "; " : "",
+                         res.end_message);
+                text = mcp_run_result(r->run, &res, &n);
         }
+        mcp_send(m, text, &n);
         hxs_result_clear(&res);
         run_free(r);
 }
 
-/* notifications/cancelled: the run ends now and is never answered (the client has
+/* notifications/cancelled: the call ends now and is never answered (the client has
  * stopped waiting for it). */
-static void cancel_run(mcp_stdio *m, const char *id)
+static void cancel(mcp_stdio *m, const char *id)
 {
         for (running *r = m->runs; r; r = r->next)
                 if (strcmp(mcp_run_id(r->run), id) == 0) {
-                        note("%s %s: cancelled by the client", mcp_run_tool(r->run), id);
+                        mcp_note("%s %s: cancelled by the client", mcp_run_tool(r->run), id);
+                        if (!r->exec)
+                                return mcp_sessions_cancel(m, r);
                         hxs_exec_kill(r->exec);
-                        unlink_run(m, r);
+                        mcp_running_unlink(m, r);
                         run_free(r);
                         return;
                 }
@@ -198,19 +120,23 @@ static void on_message(mcp_stdio *m, const char *msg, size_t len)
 
         if (mcp_handle(m->session, msg, len, &o) < 0) {
                 size_t n = 0;
-                note("out of memory reading a message");
-                send_line(m, mcp_error_text(NULL, MCP_INTERNAL_ERROR, "out of memory", &n), &n);
+                mcp_note("out of memory reading a message");
+                char *text = mcp_error_text(NULL, MCP_INTERNAL_ERROR, "out of memory", &n);
+                mcp_send(m, text, &n);
                 return;
         }
         switch (o.action) {
         case MCP_ACT_REPLY:
-                send_line(m, TAKE_PTR(o.reply), &o.reply_len);
+                mcp_send(m, TAKE_PTR(o.reply), &o.reply_len);
                 break;
         case MCP_ACT_RUN:
-                start_run(m, TAKE_PTR(o.run));
+                if (mcp_run_kind(o.run) == MCP_TOOL_RUN_CODE)
+                        start_exec(m, TAKE_PTR(o.run));
+                else
+                        mcp_sessions_call(m, TAKE_PTR(o.run));
                 break;
         case MCP_ACT_CANCEL:
-                cancel_run(m, o.cancel_id);
+                cancel(m, o.cancel_id);
                 break;
         case MCP_ACT_NONE:
         case MCP_ACT_MAX:
@@ -231,7 +157,8 @@ static void on_input(mcp_stdio *m, const char *data, size_t len)
                                 char why[120];
                                 snprintf(why, sizeof(why), "message longer than %zu bytes (MAX_BODY_BYTES and its envelope)",
                                          m->max);
-                                send_line(m, mcp_error_text(NULL, MCP_INVALID_REQUEST, why, &n), &n);
+                                char *text = mcp_error_text(NULL, MCP_INVALID_REQUEST, why, &n);
+                                mcp_send(m, text, &n);
                         } else {
                                 size_t n = m->len;
                                 if (n && m->line[n - 1] == '\r')
@@ -251,69 +178,109 @@ static void on_input(mcp_stdio *m, const char *data, size_t len)
                 }
                 if (m->len == m->cap) {
                         size_t cap = m->cap ? m->cap * 2 : 65536;
-                        char *p = realloc(m->line, cap < m->max ? cap : m->max);
+                        cap = cap < m->max ? cap : m->max;
+                        char *p = realloc(m->line, cap);
                         if (!p) {
                                 m->skipping = true;
                                 continue;
                         }
                         m->line = p;
-                        m->cap = cap < m->max ? cap : m->max;
+                        m->cap = cap;
                 }
                 m->line[m->len++] = ch;
         }
 }
 
-/* The loop: stdin and every execution's fd. Returns at the end of stdin or of stdout. */
+/* What one round of the loop watches: stdin, the executions, the sessions. */
+typedef struct watch_set {
+        struct pollfd *fds;
+        running **runs;         /* [i] for an execution's slot, else NULL */
+        mcp_sess **sess;        /* [i] for a session's slot, else NULL */
+        size_t cap;
+} watch_set;
+
+static int watch_fill(mcp_stdio *m, watch_set *w, size_t *ret_n)
+{
+        size_t need = 1 + m->n_runs + m->n_sessions + 8;
+        for (mcp_sess *se = m->sessions; se; se = se->next)
+                need++;
+        if (need > w->cap) {
+                struct pollfd *f = realloc(w->fds, need * sizeof(*f));
+                if (f)
+                        w->fds = f;
+                running **r = realloc(w->runs, need * sizeof(*r));
+                if (r)
+                        w->runs = r;
+                mcp_sess **s = realloc(w->sess, need * sizeof(*s));
+                if (s)
+                        w->sess = s;
+                if (!f || !r || !s)
+                        return -ENOMEM;
+                w->cap = need;
+        }
+        size_t n = 0;
+        w->fds[n] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
+        w->runs[n] = NULL;
+        w->sess[n++] = NULL;
+        for (running *r = m->runs; r; r = r->next) {
+                if (!r->exec)
+                        continue; /* a session operation: its session's fd */
+                w->fds[n] = (struct pollfd){ .fd = hxs_exec_fd(r->exec), .events = POLLIN };
+                w->runs[n] = r;
+                w->sess[n++] = NULL;
+        }
+        size_t k = mcp_sessions_poll(m, w->fds + n, w->sess + n, w->cap - n);
+        for (size_t i = n; i < n + k; i++)
+                w->runs[i] = NULL;
+        *ret_n = n + k;
+        return 0;
+}
+
+/* The loop. Returns at the end of stdin or of stdout. */
 static int serve(mcp_stdio *m)
 {
-        bool in_open = true;
+        watch_set w = { 0 };
         char buf[65536];
+        int r = 0;
 
-        while (in_open && !m->out_failed) {
+        while (!m->out_failed) {
                 size_t n = 0;
-                struct pollfd *fds = m->fds;
-                running **by_slot = m->by_slot;
-                fds[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
-                for (running *r = m->runs; r; r = r->next) {
-                        by_slot[n] = r;
-                        fds[n++] = (struct pollfd){ .fd = hxs_exec_fd(r->exec), .events = POLLIN };
+                if ((r = watch_fill(m, &w, &n)) < 0) {
+                        mcp_note("out of memory");
+                        break;
                 }
-                if (poll(fds, n, -1) < 0) {
+                if (poll(w.fds, n, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
-                        note("poll: %s", strerror(errno));
-                        return -errno;
+                        r = -errno;
+                        mcp_note("poll: %s", strerror(errno));
+                        break;
                 }
+                /* executions and sessions first: stdin may end some of them */
                 for (size_t i = 1; i < n; i++) {
-                        if (!fds[i].revents)
+                        if (!w.fds[i].revents)
                                 continue;
-                        running *r = by_slot[i];
-                        hxs_exec_process(r->exec);
-                        if (hxs_exec_done(r->exec))
-                                finish_run(m, r);
+                        if (w.runs[i]) {
+                                hxs_exec_process(w.runs[i]->exec);
+                                if (hxs_exec_done(w.runs[i]->exec))
+                                        finish_exec(m, w.runs[i]);
+                        } else if (w.sess[i]) {
+                                mcp_sessions_process(m, w.sess[i]);
+                        }
                 }
-                if (fds[0].revents) {
+                if (w.fds[0].revents) {
                         ssize_t got = read(STDIN_FILENO, buf, sizeof(buf));
                         if (got < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
                         if (got <= 0)
-                                in_open = false;
-                        else
-                                on_input(m, buf, (size_t)got);
+                                break;
+                        on_input(m, buf, (size_t)got);
                 }
         }
-        return 0;
-}
-
-static void end_all(mcp_stdio *m)
-{
-        while (m->runs) {
-                running *r = m->runs;
-                m->runs = r->next;
-                hxs_exec_kill(r->exec);
-                run_free(r);
-        }
-        m->n_runs = 0;
+        free(w.fds);
+        free(w.runs);
+        free(w.sess);
+        return r;
 }
 
 int cli_mcp(int argc, char **argv)
@@ -328,7 +295,7 @@ int cli_mcp(int argc, char **argv)
         int c;
 
         if (hxs_config_from_env(&cfg, &err) < 0) {
-                note("%s", err.message);
+                mcp_note("%s", err.message);
                 return HXS_CLI_EXIT_FAILURE;
         }
         optind = 1;
@@ -336,7 +303,7 @@ int cli_mcp(int argc, char **argv)
                 switch (c) {
                 case 'B':
                         if (hxs_config_set(&cfg, "SANDBOX_BACKEND", optarg, &err) < 0) {
-                                note("%s", err.message);
+                                mcp_note("%s", err.message);
                                 return HXS_CLI_EXIT_FAILURE;
                         }
                         break;
@@ -357,25 +324,21 @@ int cli_mcp(int argc, char **argv)
         cfg.vm_pool_size = 0;
         signal(SIGPIPE, SIG_IGN);
 
-        mcp_stdio m = { .max = (size_t)cfg.max_body_bytes + ENVELOPE_BYTES };
+        mcp_stdio m = { .cfg = &cfg, .max = (size_t)cfg.max_body_bytes + ENVELOPE_BYTES };
         /* as the service counts it: 0 is the core count, at least 2 */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         m.max_runs = cfg.max_concurrent ? cfg.max_concurrent : cores > 2 ? (size_t)cores : 2;
-        m.fds = calloc(m.max_runs + 1, sizeof(*m.fds));
-        m.by_slot = calloc(m.max_runs + 1, sizeof(*m.by_slot));
         m.session = mcp_session_new(&cfg);
         int r = -ENOMEM;
-        if (!m.fds || !m.by_slot || !m.session)
-                note("out of memory");
+        if (!m.session)
+                mcp_note("out of memory");
         else if ((r = hxs_engine_new(&cfg, &m.engine, &err)) < 0)
-                note("%s", err.message);
+                mcp_note("%s", err.message);
         else
                 r = serve(&m);
-        end_all(&m);
+        mcp_sessions_free_all(&m);
         hxs_engine_free(m.engine);
         mcp_session_free(m.session);
         free(m.line);
-        free(m.fds);
-        free(m.by_slot);
         return r < 0 ? HXS_CLI_EXIT_FAILURE : 0;
 }

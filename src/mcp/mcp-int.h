@@ -19,7 +19,13 @@ struct mcp_run {
         json_t *token;          /* _meta.progressToken, NULL when none */
         uint64_t progress;      /* bytes of output reported so far: always increasing */
         const char *tool;       /* static */
+        mcp_tool kind;
         hxs_request *req;
+        char session_id[80];    /* session tools */
+        hxs_session_limits limits;
+        char *path;
+        unsigned char *data;
+        size_t len;
 };
 
 /* reply.c: a response {"jsonrpc":"2.0","id":id,"result":result} as text; result is stolen. */
@@ -29,13 +35,22 @@ char *mcp_error_json(const json_t *id, int code, const char *message, size_t *re
 
 /* run.c: a run of tool for the request id (params' _meta.progressToken asks for
  * progress); takes req. NULL on ENOMEM (req is then the caller's still). */
-mcp_run *mcp_run_new(const json_t *id, const json_t *params, const char *tool, hxs_request *req);
+mcp_run *mcp_run_new(const json_t *id, const json_t *params, mcp_tool kind, const char *tool, hxs_request *req);
 
 /* tools.c: the tools array of tools/list, in a fixed order. NULL on ENOMEM. */
 json_t *mcp_tools_json(const hxs_config *cfg);
 /* tools/call: a run to start, a result known at once (bad arguments: isError), or a
  * protocol error (unknown tool, params not an object). -ENOMEM only. */
 int mcp_tools_call(mcp_session *s, const json_t *id, const json_t *params, mcp_outcome *ret);
+
+/* session-tools.c: the session tools' schemas, arguments (into r's fields: -EINVAL
+ * with err naming the argument, -ENOMEM) and results as tool result objects. */
+json_t *mcp_session_input_schema(mcp_tool kind, const hxs_config *cfg);
+json_t *mcp_session_output_schema(mcp_tool kind);
+int mcp_session_args(mcp_tool kind, const json_t *args, const hxs_config *cfg, mcp_run *r, hxs_error *err);
+json_t *mcp_session_result_json(const hxs_session *s, const char *sid, bool closing);
+json_t *mcp_cell_result_json(const hxs_cell_result *res, const hxs_session *s, const char *sid);
+json_t *mcp_file_result_json(mcp_tool kind, const hxs_session_file_result *res);
 
 /* content.c: blocks appended to a content array (false on ENOMEM). */
 bool mcp_content_add(json_t *content, json_t *block);       /* steals block */

@@ -34,6 +34,18 @@ const char *mcp_session_version(const mcp_session *s);
 /* A tool call at work. Owned by the transport once handed out. */
 typedef struct mcp_run mcp_run;
 
+/* The tools, in tools/list's order. */
+typedef enum mcp_tool {
+        MCP_TOOL_RUN_CODE = 0,          /* one execution: mcp_run_request */
+        MCP_TOOL_SESSION_CREATE,        /* hxs_session_start(mcp_run_request, mcp_run_limits) */
+        MCP_TOOL_SESSION_EXEC,          /* hxs_session_exec(mcp_run_request: the cell) */
+        MCP_TOOL_SESSION_WRITE_FILE,    /* hxs_session_put_file(mcp_run_path, mcp_run_data) */
+        MCP_TOOL_SESSION_READ_FILE,     /* hxs_session_get_file(mcp_run_path) */
+        MCP_TOOL_SESSION_LIST_FILES,    /* hxs_session_list_files(mcp_run_path) */
+        MCP_TOOL_SESSION_CLOSE,         /* hxs_session_end_now(HXS_SESSION_DELETED) */
+        MCP_TOOL_MAX,
+} mcp_tool;
+
 typedef enum mcp_action {
         MCP_ACT_NONE = 0,       /* nothing to send: a notification or a client's response */
         MCP_ACT_REPLY,          /* send reply (a response, or an error response) */
@@ -67,8 +79,16 @@ const hxs_request *mcp_run_request(const mcp_run *r);
 hxs_request *mcp_run_take_request(mcp_run *r);
 /* The call's JSON-RPC id as compact JSON text, to match a notifications/cancelled. */
 const char *mcp_run_id(const mcp_run *r);
-/* The tool's name (static), for metrics and logs. */
+/* The tool's name (static), for metrics and logs, and which it is. */
 const char *mcp_run_tool(const mcp_run *r);
+mcp_tool mcp_run_kind(const mcp_run *r);
+/* Session tools: the session_id the call names ("" for session_create; the transport
+ * decides whether the client may name it), session_create's limits, the file tools'
+ * path (normalised for write; "" = the working directory for list), write's bytes. */
+const char *mcp_run_session_id(const mcp_run *r);
+const hxs_session_limits *mcp_run_limits(const mcp_run *r);
+const char *mcp_run_path(const mcp_run *r);
+const void *mcp_run_data(const mcp_run *r, size_t *ret_len);
 /* Did the client ask for progress (a progressToken in _meta)? */
 bool mcp_run_wants_progress(const mcp_run *r);
 /* A notifications/progress carrying the chunk as its message, or NULL when the
@@ -80,6 +100,21 @@ char *mcp_run_result(mcp_run *r, const hxs_result *res, size_t *ret_len);
 /* The response when the sandbox could not run (err says why): a tool result with
  * isError, the reason as its text. NULL on ENOMEM. */
 char *mcp_run_failed(mcp_run *r, const hxs_error *err, size_t *ret_len);
+/* The response of a call the transport cannot carry out (a session id that is not the
+ * client's, too many at once): a tool result with isError and message as its text. */
+char *mcp_run_error(mcp_run *r, const char *message, size_t *ret_len);
+/* Session tools' responses. session_create's (the session started, or failed to) and
+ * session_close's: the session object as structuredContent; sid is the id the
+ * transport gave it. */
+char *mcp_run_session_result(mcp_run *r, const hxs_session *s, const char *sid, size_t *ret_len);
+/* session_exec's: stdout, stderr, display outputs (images), the value, the exception,
+ * the status, returned files; the cell result object as structuredContent; isError
+ * unless the cell's status is ok. */
+char *mcp_run_cell_result(mcp_run *r, const hxs_cell_result *res, const hxs_session *s, const char *sid,
+                          size_t *ret_len);
+/* The file tools': what was written, the file read (text, image or resource), the
+ * entries; isError when the operation failed. */
+char *mcp_run_file_result(mcp_run *r, const hxs_session_file_result *res, size_t *ret_len);
 void mcp_run_free(mcp_run *r); /* NULL is fine */
 
 /* A JSON-RPC error response for a message that never reached mcp_handle (a transport's

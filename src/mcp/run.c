@@ -9,7 +9,7 @@
 #include "engine/json.h"
 #include "mcp/mcp-int.h"
 
-mcp_run *mcp_run_new(const json_t *id, const json_t *params, const char *tool, hxs_request *req)
+mcp_run *mcp_run_new(const json_t *id, const json_t *params, mcp_tool kind, const char *tool, hxs_request *req)
 {
         mcp_run *r = calloc(1, sizeof(*r));
         if (!r)
@@ -20,6 +20,7 @@ mcp_run *mcp_run_new(const json_t *id, const json_t *params, const char *tool, h
         if (json_is_string(token) || json_is_integer(token))
                 r->token = json_deep_copy(token);
         r->tool = tool;
+        r->kind = kind;
         r->req = req;
         if (!r->id_text || (token && (json_is_string(token) || json_is_integer(token)) && !r->token)) {
                 r->req = NULL;
@@ -39,6 +40,16 @@ hxs_request *mcp_run_take_request(mcp_run *r)
 
 const char *mcp_run_id(const mcp_run *r) { return r->id_text; }
 const char *mcp_run_tool(const mcp_run *r) { return r->tool; }
+mcp_tool mcp_run_kind(const mcp_run *r) { return r->kind; }
+const char *mcp_run_session_id(const mcp_run *r) { return r->session_id; }
+const hxs_session_limits *mcp_run_limits(const mcp_run *r) { return &r->limits; }
+const char *mcp_run_path(const mcp_run *r) { return r->path ? r->path : ""; }
+
+const void *mcp_run_data(const mcp_run *r, size_t *ret_len)
+{
+        *ret_len = r->len;
+        return r->data;
+}
 bool mcp_run_wants_progress(const mcp_run *r) { return r->token != NULL; }
 
 void mcp_run_free(mcp_run *r)
@@ -49,6 +60,8 @@ void mcp_run_free(mcp_run *r)
         free(r->id_text);
         json_decref(r->token);
         hxs_request_free(r->req);
+        free(r->path);
+        free(r->data);
         free(r);
 }
 
@@ -80,6 +93,27 @@ char *mcp_run_failed(mcp_run *r, const hxs_error *err, size_t *ret_len)
         snprintf(msg, sizeof(msg), "the sandbox could not run: %s",
                  err->message[0] ? err->message : "an internal error");
         return mcp_result_text(r->id, mcp_tool_error_result(msg), ret_len);
+}
+
+char *mcp_run_error(mcp_run *r, const char *message, size_t *ret_len)
+{
+        return mcp_result_text(r->id, mcp_tool_error_result(message), ret_len);
+}
+
+char *mcp_run_session_result(mcp_run *r, const hxs_session *s, const char *sid, size_t *ret_len)
+{
+        return mcp_result_text(r->id, mcp_session_result_json(s, sid, r->kind == MCP_TOOL_SESSION_CLOSE), ret_len);
+}
+
+char *mcp_run_cell_result(mcp_run *r, const hxs_cell_result *res, const hxs_session *s, const char *sid,
+                          size_t *ret_len)
+{
+        return mcp_result_text(r->id, mcp_cell_result_json(res, s, sid), ret_len);
+}
+
+char *mcp_run_file_result(mcp_run *r, const hxs_session_file_result *res, size_t *ret_len)
+{
+        return mcp_result_text(r->id, mcp_file_result_json(r->kind, res), ret_len);
 }
 
 void mcp_outcome_clear(mcp_outcome *o)

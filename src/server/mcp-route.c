@@ -177,6 +177,13 @@ static void cancel(call *c, const char *id)
 /* A tool call: an execution request from here on. */
 static void run(call *c, mcp_run *r)
 {
+        if (mcp_run_kind(r) != MCP_TOOL_RUN_CODE) {
+                size_t n = 0;
+                char *text = mcp_run_error(r, "the session tools are not served over HTTP yet: use run_code here, or `hexr-sandbox mcp` (stdio), whose sessions are its own", &n);
+                mcp_run_free(r);
+                reply(c, text ? 200 : 500, text, n);
+                return;
+        }
         c->mcp = r;
         c->req = mcp_run_take_request(r);
         c->is_exec = true;

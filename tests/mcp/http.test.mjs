@@ -91,6 +91,13 @@ test("http: the answers the transport promises: JSON, 202, 400, 403 for Origin, 
   }
   const ct = await post(svc.url, INIT, { "Content-Type": "text/plain" });
   assert.equal(ct.status, 415);
+
+  // the session tools are listed (one protocol for both transports) but served over stdio only
+  const st = await post(svc.url, { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "session_create", arguments: {} } });
+  assert.equal(st.status, 200);
+  const res = JSON.parse(st.text).result;
+  assert.equal(res.isError, true);
+  assert.match(res.content[0].text, /not served over HTTP yet/);
 });
 
 test("http: a call streams progress as events when the client accepts them, and is logged and counted", async () => {

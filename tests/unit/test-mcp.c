@@ -121,6 +121,16 @@ static void test_tools_list(void **state)
         char *first = strdup(o.reply);
         json_t *tools = json_object_get(json_object_get(j, "result"), "tools");
         assert_true(json_array_size(tools) >= 1);
+        static const char *const names[] = { "run_code", "session_create", "session_exec", "session_write_file",
+                                             "session_read_file", "session_list_files", "session_close" };
+        assert_int_equal(json_array_size(tools), 7);
+        for (size_t i = 0; i < 7; i++) {
+                json_t *ti = json_array_get(tools, i);
+                assert_string_equal(json_string_value(json_object_get(ti, "name")), names[i]);
+                assert_string_equal(json_string_value(json_object_get(json_object_get(ti, "inputSchema"), "type")), "object");
+                assert_string_equal(json_string_value(json_object_get(json_object_get(ti, "outputSchema"), "type")), "object");
+                assert_true(json_is_false(json_object_get(json_object_get(ti, "annotations"), "openWorldHint")));
+        }
         json_t *t = json_array_get(tools, 0);
         assert_string_equal(json_string_value(json_object_get(t, "name")), "run_code");
         assert_string_equal(json_string_value(json_object_get(json_object_get(t, "inputSchema"), "type")), "object");
@@ -142,12 +152,12 @@ static void test_tools_list(void **state)
 }
 
 /* Bad arguments: a tool result with isError naming the argument, not a protocol error. */
-static void expect_tool_error(const char *args, const char *fragment)
+static void expect_tool_error_of(const char *tool, const char *args, const char *fragment)
 {
         char msg[600];
         snprintf(msg, sizeof(msg),
-                 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":%s}}",
-                 args);
+                 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
+                 tool, args);
         mcp_session *s = mcp_session_new(&cfg);
         mcp_outcome o;
         json_t *j;
@@ -163,6 +173,11 @@ static void expect_tool_error(const char *args, const char *fragment)
         mcp_session_free(s);
 }
 
+static void expect_tool_error(const char *args, const char *fragment)
+{
+        expect_tool_error_of("run_code", args, fragment);
+}
+
 static void test_bad_arguments(void **state)
 {
         expect_tool_error("{}", "code: is required");
@@ -172,6 +187,63 @@ static void test_bad_arguments(void **state)
         expect_tool_error("{\"code\":\"x\",\"memory_mb\":64}", "memory_mb: unknown argument");
         expect_tool_error("{\"code\":\"x\",\"files\":[{\"path\":\"../a\",\"content\":\"\"}]}", "files[0].path");
         expect_tool_error("{\"code\":\"x\",\"packages\":[1]}", "packages[0]");
+}
+
+/* A session tool's call: the run carries what the transport needs. */
+static mcp_run *session_run(const char *tool, const char *args)
+{
+        char msg[600];
+        snprintf(msg, sizeof(msg),
+                 "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
+                 tool, args);
+        mcp_session *s = mcp_session_new(&cfg);
+        mcp_outcome o;
+        json_t *j;
+        if (handle(s, msg, &j, &o) != MCP_ACT_RUN)
+                fail_msg("%s %s: %s", tool, args, o.reply);
+        mcp_run *r = o.run;
+        o.run = NULL;
+        mcp_outcome_clear(&o);
+        mcp_session_free(s);
+        return r;
+}
+
+static void test_session_tools(void **state)
+{
+        mcp_run *r = session_run("session_create", "{\"language\":\"bash\",\"idle_timeout\":60,\"packages\":[\"x\"]}");
+        assert_int_equal(mcp_run_kind(r), MCP_TOOL_SESSION_CREATE);
+        assert_int_equal(hxs_request_language(mcp_run_request(r)), HXS_LANG_BASH);
+        assert_int_equal(mcp_run_limits(r)->idle_timeout_s, 60);
+        assert_int_equal(mcp_run_limits(r)->lifetime_s, 0);
+        mcp_run_free(r);
+
+        r = session_run("session_exec", "{\"session_id\":\"abc\",\"code\":\"x+1\",\"timeout\":3}");
+        assert_int_equal(mcp_run_kind(r), MCP_TOOL_SESSION_EXEC);
+        assert_string_equal(mcp_run_session_id(r), "abc");
+        assert_int_equal(hxs_request_timeout_s(mcp_run_request(r)), 3);
+        mcp_run_free(r);
+
+        r = session_run("session_write_file", "{\"session_id\":\"abc\",\"path\":\"a//b.bin\",\"content\":\"AAE=\",\"encoding\":\"base64\"}");
+        size_t len = 0;
+        const unsigned char *data = mcp_run_data(r, &len);
+        assert_string_equal(mcp_run_path(r), "a/b.bin"); /* normalised as exec's files */
+        assert_int_equal(len, 2);
+        assert_int_equal(data[0], 0);
+        assert_int_equal(data[1], 1);
+        mcp_run_free(r);
+
+        r = session_run("session_list_files", "{\"session_id\":\"abc\"}");
+        assert_string_equal(mcp_run_path(r), "");
+        mcp_run_free(r);
+
+        expect_tool_error_of("session_exec", "{\"code\":\"1\"}", "session_id: is required");
+        expect_tool_error_of("session_exec", "{\"session_id\":\"a\"}", "code: is required");
+        expect_tool_error_of("session_create", "{\"lifetime\":-1}", "lifetime: must be a positive integer");
+        expect_tool_error_of("session_create", "{\"langauge\":\"bash\"}", "langauge: unknown argument");
+        expect_tool_error_of("session_write_file", "{\"session_id\":\"a\",\"path\":\"../x\",\"content\":\"\"}", "path: ");
+        expect_tool_error_of("session_write_file", "{\"session_id\":\"a\",\"path\":\"x\",\"content\":\"!\",\"encoding\":\"base64\"}",
+                             "content: is not valid base64");
+        expect_tool_error_of("session_read_file", "{\"session_id\":\"a\"}", "path: is required");
 }
 
 static void test_run_and_cancel(void **state)
@@ -301,7 +373,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_errors),        cmocka_unit_test(test_notifications_get_nothing),
                 cmocka_unit_test(test_versions),      cmocka_unit_test(test_tools_list),
-                cmocka_unit_test(test_bad_arguments), cmocka_unit_test(test_run_and_cancel),
+                cmocka_unit_test(test_bad_arguments), cmocka_unit_test(test_session_tools),
+                cmocka_unit_test(test_run_and_cancel),
                 cmocka_unit_test(test_result_content),
         };
         return cmocka_run_group_tests(tests, setup, NULL);

@@ -525,6 +525,9 @@ HXS_API void hxs_session_get_info(const hxs_session *s, hxs_session_info *ret);
  * is queued or running gets HXS_CELL_SESSION_ENDED (or -ESHUTDOWN) from a later
  * hxs_session_process, once the sandbox is gone; then the state is ENDED. */
 HXS_API void hxs_session_end_now(hxs_session *s, hxs_session_end why);
+/* The sandbox is gone and everything queued or running was answered: nothing more
+ * comes from hxs_session_process. */
+HXS_API bool hxs_session_finished(const hxs_session *s);
 /* Kills anything left, reaps, removes; no callback is called. NULL is fine. */
 HXS_API void hxs_session_free(hxs_session *s);
 

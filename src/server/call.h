@@ -26,6 +26,7 @@ typedef enum route {
         ROUTE_METRICS,  /* GET /metrics */
         ROUTE_EXECUTIONS, /* GET /api/v1/executions/{id} */
         ROUTE_RUNTIMES, /* GET /api/v1/runtimes */
+        ROUTE_SESSIONS, /* /api/v1/sessions and below (session-call.c) */
         ROUTE_MCP,      /* POST /mcp: the MCP server, Streamable HTTP (mcp-route.c) */
         ROUTE_OTHER,    /* anything else: 404 */
         ROUTE_MAX,
@@ -98,6 +99,15 @@ typedef struct call {
         unsigned retry_after_s; /* 0: no Retry-After */
         const char *allow;      /* Allow header for 405, else NULL */
         bool close;             /* Connection: close (the rest of the connection is not read) */
+        const char *content_type; /* of the reply, static; NULL: application/json */
+
+        /* sessions (session-call.c) */
+        int session_route;      /* which of its routes */
+        char session_id[33];    /* of the session it names (found again once the body is in) */
+        struct live_session *session; /* what the request waits on, NULL once answered */
+        uint64_t session_op;    /* its cell or file operation, for hxs_session_cancel */
+        char session_path[256]; /* a file's path in the session */
+        uint64_t body_limit;    /* the body's cap when it is not MAX_BODY_BYTES (0) */
         bool logged;
 } call;
 

@@ -40,6 +40,8 @@
 #include "server/metrics.h"
 #include "server/records.h"
 #include "server/runtimes.h"
+#include "server/session-call.h"
+#include "server/sessions.h"
 #include "server/state.h"
 #include "server/stream.h"
 #include "server/upload.h"
@@ -59,6 +61,7 @@ static const char *const route_paths[ROUTE_MAX] = {
         [ROUTE_METRICS] = "/metrics",
         [ROUTE_EXECUTIONS] = NULL,      /* a prefix, see route_of */
         [ROUTE_RUNTIMES] = "/api/v1/runtimes",
+        [ROUTE_SESSIONS] = NULL,        /* a prefix, see route_of */
         [ROUTE_MCP] = "/mcp",
         [ROUTE_OTHER] = NULL,
 };
@@ -72,6 +75,9 @@ static route route_of(const char *url)
                         return (route)r;
         if (strncmp(url, EXECUTIONS_PREFIX, strlen(EXECUTIONS_PREFIX)) == 0)
                 return ROUTE_EXECUTIONS;
+        if (strncmp(url, SESSIONS_PREFIX, strlen(SESSIONS_PREFIX)) == 0 &&
+            (url[strlen(SESSIONS_PREFIX)] == '\0' || url[strlen(SESSIONS_PREFIX)] == '/'))
+                return ROUTE_SESSIONS;
         return ROUTE_OTHER;
 }
 
@@ -131,7 +137,7 @@ static enum MHD_Result send_reply(call *c)
                 return MHD_NO;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 is_metrics ? "text/plain; version=0.0.4; charset=utf-8" :
-                                             "application/json");
+                                c->content_type && c->status < 300 ? c->content_type : "application/json");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         if (c->close)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -186,6 +192,13 @@ static void reply_health(call *c)
                               "memory_held_mb", (json_int_t)load.memory_held_mb);
         if (o)
                 json_object_set_new(o, "runtimes", runtimes_summary_json(hxs_engine_runtime_info(srv->engine)));
+        uint32_t live_sessions;
+        uint64_t cells;
+        sessions_health(srv, &live_sessions, &cells);
+        if (o)
+                json_object_set_new(o, "sessions", json_pack("{s:I,s:I,s:I}", "live", (json_int_t)live_sessions,
+                                                             "max", (json_int_t)srv->cfg.max_sessions, "cells",
+                                                             (json_int_t)cells));
         if (o && srv->health_r < 0 && !draining)
                 json_object_set_new(o, "message",
                                     json_string_lossy(srv->health_message,
@@ -264,12 +277,29 @@ static void reply_metrics(call *c)
         free(c->reply);
         c->reply = metrics_render(&srv->m, &g, &c->reply_len);
         c->status = 200;
+        /* the sessions' lines after the rest (families may come in any order) */
+        char *extra = NULL;
+        size_t extra_len = 0;
+        FILE *f = c->reply ? open_memstream(&extra, &extra_len) : NULL;
+        if (f) {
+                sessions_metrics(srv, f);
+                fclose(f);
+                char *all = realloc(c->reply, c->reply_len + extra_len + 1);
+                if (all) {
+                        memcpy(all + c->reply_len, extra, extra_len + 1);
+                        c->reply = all;
+                        c->reply_len += extra_len;
+                }
+        }
+        free(extra);
 }
 
 /* The most body an execution request may send: MAX_BODY_BYTES of JSON, or, as
  * multipart/form-data, that and its files. */
 static uint64_t body_max(const call *c)
 {
+        if (c->body_limit)
+                return c->body_limit;
         return c->upload ? upload_body_max(&c->srv->cfg) : c->srv->cfg.max_body_bytes;
 }
 
@@ -429,7 +459,15 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                 c->is_exec = is_exec_route; /* logged: who was turned away */
         } else if (c->route == ROUTE_OTHER) {
                 call_set_error(c, 404, "not_found",
-                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, GET /api/v1/runtimes, GET /health, GET /metrics and POST /mcp (MCP)");
+                               "no such path; the API is POST /api/v1/exec (alias POST /execute), GET /api/v1/executions/{id}, /api/v1/sessions, GET /api/v1/runtimes, GET /health, GET /metrics and POST /mcp (MCP)");
+        } else if (c->route == ROUTE_SESSIONS) {
+                int r = session_call_headers(c, method, url, length);
+                if (r == 0)
+                        return MHD_YES; /* read the body (or none), then session_call_complete */
+                if (r > 0) {
+                        c->state = CALL_REPLY; /* sent once the (empty) body is read */
+                        return MHD_YES;
+                }
         } else if (c->route == ROUTE_MCP) {
                 if (mcp_route_headers(c, method, length) == 0)
                         return MHD_YES; /* read the body */
@@ -531,6 +569,16 @@ static enum MHD_Result on_complete(call *c)
         hxs_error err = { 0 };
         char msg[200];
 
+        if (c->route == ROUTE_SESSIONS) {
+                session_call_complete(c);
+                free(c->body);
+                c->body = NULL;
+                if (c->state == CALL_REPLY)
+                        return send_reply(c);
+                if (c->stream)
+                        return stream_queue(c);
+                return MHD_YES; /* suspended: the session answers */
+        }
         if (c->body_too_large) {
                 metrics_reject(&srv->m, REJECT_TOO_LARGE);
                 snprintf(msg, sizeof(msg), "body: more than %u bytes", srv->cfg.max_body_bytes);
@@ -632,6 +680,7 @@ void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         *req_cls = NULL;
         if (c->state == CALL_GONE)
                 metrics_http(&srv->m, c->route, 499); /* MHD saw the hang-up before asking us */
+        session_call_forget(c);
         admission_forget(c);
         stream_free(c);
         mcp_route_forget(c);

@@ -39,6 +39,7 @@ static const char *const route_labels[ROUTE_MAX] = {
         [ROUTE_METRICS] = "/metrics",
         [ROUTE_EXECUTIONS] = "/api/v1/executions/{id}",
         [ROUTE_RUNTIMES] = "/api/v1/runtimes",
+        [ROUTE_SESSIONS] = "/api/v1/sessions",
         [ROUTE_MCP] = "/mcp",
         [ROUTE_OTHER] = "other",
 };

@@ -29,6 +29,7 @@
 #include "server/loop.h"
 #include "server/records.h"
 #include "server/serve.h"
+#include "server/sessions.h"
 #include "server/state.h"
 #include "server/tls.h"
 
@@ -64,6 +65,7 @@ static void on_signals(watch *w, uint32_t events)
                 case SIGTERM:
                 case SIGINT:
                         admission_drain(srv, strsignal((int)si.ssi_signo));
+                        sessions_drain(srv); /* they do not survive the service */
                         break;
                 case SIGHUP:
                         /* Certificates rotate (short-lived SVIDs); other settings are
@@ -129,7 +131,7 @@ static void mhd_tick(void *data, uint64_t now)
         MHD_run(srv->mhd);
         if (mhd_connections(srv) < before)
                 MHD_run(srv->mhd);
-        if (admission_done(srv))
+        if (admission_done(srv) && sessions_done(srv))
                 loop_stop(srv->loop);
 }
 
@@ -240,6 +242,7 @@ void server_free(server *srv)
         close_fd(&srv->listen.fd);
         conn_cleanup(srv);
         stream_cleanup(srv);
+        sessions_free(srv);             /* kills what is left, before the engine goes */
         admission_free(srv); /* after MHD: its last completions still reach admission */
         tls_close(srv);
         auth_cleanup(srv);
@@ -323,7 +326,7 @@ static int open_all(server *srv, hxs_error *err)
         /* Hooks tick in this order: admission (slots freed), conn (deadlines), streams,
          * the pool's log, MHD. */
         if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
-            conn_setup(srv) < 0 || stream_setup(srv) < 0)
+            conn_setup(srv) < 0 || stream_setup(srv) < 0 || sessions_setup(srv) < 0)
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         pool_watch(srv);
         r = start_mhd(srv);

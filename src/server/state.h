@@ -76,6 +76,7 @@ typedef struct server {
         stream_state *streams;          /* event streams, their heartbeats */
 
         admission *adm;                 /* slots, the queue, the drain */
+        struct sessions *sessions;      /* live sessions (sessions.c) */
         struct call_list mcp_calls;     /* POST /mcp tool calls in flight (mcp-route.c) */
         uint32_t n_held;                /* requests suspended or resumed, not yet completed */
         uint64_t upload_staged;         /* bytes of uploads staged under STATE_DIR (upload.c) */

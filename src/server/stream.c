@@ -273,6 +273,20 @@ void stream_output(void *userdata, int which, const void *data, size_t len)
         wake(s);
 }
 
+void stream_event(call *c, const char *name, const char *json)
+{
+        stream *s = c->stream;
+
+        if (!s || s->ended || s->gone)
+                return;
+        if (s->out.len - s->out.off > STREAM_PENDING_MAX) {
+                s->dropped += strlen(json);
+                return;
+        }
+        add_event(s, name, json);
+        wake(s);
+}
+
 static void add_files(stream *s, json_t *res)
 {
         size_t i;

@@ -60,6 +60,9 @@ int stream_begin(call *c);
 enum MHD_Result stream_queue(call *c);
 /* The engine's output callback (hxs_output_fn): userdata is the call. */
 void stream_output(void *userdata, int stream, const void *data, size_t len);
+/* Another event as it comes (a session's "display"): json is one line. Dropped, as
+ * output is, when the client reads too slowly. */
+void stream_event(call *c, const char *name, const char *json);
 /* The execution ended: c->reply is the result (status 200) or an error reply; the
  * stream sends what is left, the file events, then "result" (or "error"), and ends. */
 void stream_end(call *c);

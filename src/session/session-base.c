@@ -50,7 +50,8 @@ void session_end(hxs_session *s, hxs_session_end why, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(s->end_message, sizeof(s->end_message), fmt, ap);
         va_end(ap);
-        hxs_exec_kill(s->x);
+        if (s->x)
+                hxs_exec_kill(s->x);
 }
 
 void session_item_free(session_item *it)

@@ -222,12 +222,16 @@ static void deliver(hxs_session *s, session_item *it)
         res->exception_json = dump(it->exception);
         if (!res->outputs_json)
                 res->outputs_json = strdup("[]");
-        if (!it->cancelled) {
-                hxs_cell_result out = *res;
-                memset(res, 0, sizeof(*res));
-                it->cb.done(it->cb.userdata, &out);
-        }
+        /* the item is gone first: the caller sees the session as it is after the cell */
+        bool tell = !it->cancelled;
+        hxs_cell_callbacks cb = it->cb;
+        hxs_cell_result out = *res;
+        memset(res, 0, sizeof(*res));
         session_item_done(s);
+        if (tell)
+                cb.done(cb.userdata, &out);
+        else
+                hxs_cell_result_clear(&out);
 }
 
 static void cell_abort(hxs_session *s, session_item *it)

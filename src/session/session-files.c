@@ -131,12 +131,16 @@ static void fileop_begin(hxs_session *s, session_item *it)
 
 static void deliver(hxs_session *s, session_item *it)
 {
-        if (!it->cancelled) {
-                hxs_session_file_result out = it->fres;
-                memset(&it->fres, 0, sizeof(it->fres));
-                it->fn(it->userdata, &out);
-        }
+        bool tell = !it->cancelled;
+        hxs_session_file_fn fn = it->fn;
+        void *userdata = it->userdata;
+        hxs_session_file_result out = it->fres;
+        memset(&it->fres, 0, sizeof(it->fres));
         session_item_done(s);
+        if (tell)
+                fn(userdata, &out);
+        else
+                hxs_session_file_result_clear(&out);
 }
 
 static void fileop_abort(hxs_session *s, session_item *it)

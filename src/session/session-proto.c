@@ -113,7 +113,7 @@ int proto_send(hxs_session *s, json_t *cmd)
                 return -ENOMEM;
         size_t n = strlen(text);
         text[n] = '\n'; /* the NUL goes: the line's end instead */
-        int r = exec_stdin_write(s->x, text, n + 1);
+        int r = s->x ? exec_stdin_write(s->x, text, n + 1) : -EPIPE;
         free(text);
         if (r < 0)
                 session_end(s, HXS_SESSION_CRASHED, "the session's driver no longer reads its commands");

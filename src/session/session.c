@@ -122,6 +122,7 @@ int hxs_session_start(hxs_engine *e, const hxs_request *req, const hxs_session_l
 }
 
 int hxs_session_fd(const hxs_session *s) { return s->epfd; }
+bool hxs_session_finished(const hxs_session *s) { return s->finished; }
 
 hxs_session_state hxs_session_get_state(const hxs_session *s)
 {
@@ -219,6 +220,9 @@ static void finish(hxs_session *s)
                 }
         }
         hxs_result_clear(&res);
+        /* the sandbox goes now (its cgroup, its owner uid): the session's record stays */
+        hxs_exec_free(s->x);
+        s->x = NULL;
         s->finished = true;
         while (s->running || s->head) {
                 if (!s->running) {

@@ -57,6 +57,8 @@
 #include "server/call.h"
 #include "server/http.h"
 #include "server/log.h"
+#include "server/session-call.h"
+#include "server/sessions.h"
 #include "server/loop.h"
 #include "server/state.h"
 #include "server/upload.h"
@@ -423,6 +425,32 @@ unsigned admission_retry_after(const server *s)
 void admission_load_get(const server *s, admission_load *ret)
 {
         *ret = (admission_load){ 0 }; /* admission is stubbed: nothing runs or waits */
+}
+
+/* Sessions are stubbed too: their routes answer 404 here (tests/integration covers them). */
+int session_call_headers(call *c, const char *method, const char *url, uint64_t length)
+{
+        call_set_error(c, 404, "not_found", "sessions are stubbed");
+        return -1;
+}
+
+void session_call_complete(call *c)
+{
+        c->state = CALL_REPLY;
+}
+
+void session_call_forget(call *c)
+{
+}
+
+void sessions_health(server *s, uint32_t *ret_live, uint64_t *ret_cells)
+{
+        *ret_live = 0;
+        *ret_cells = 0;
+}
+
+void sessions_metrics(server *s, FILE *f)
+{
 }
 
 /* ---- the harness ------------------------------------------------------------------ */

@@ -16,6 +16,9 @@ int cli_image(int argc, char **argv);
  * invalid options or settings. */
 int cli_serve(int argc, char **argv);
 int cli_settings(int argc, char **argv);
+/* `session`: cells from stdin in one session (cli-session.c); 0, 1 (a cell raised),
+ * 125 (the session could not start or ended). */
+int cli_session(int argc, char **argv);
 /* `mcp`: the MCP server over stdio (cli-mcp.c); 0 at the end of stdin. */
 int cli_mcp(int argc, char **argv);
 

@@ -13,6 +13,7 @@ static const struct {
 } verbs[] = {
         { "exec", cli_exec, "run code in a fresh sandbox and print what it printed" },
         { "serve", cli_serve, "run the HTTP service" },
+        { "session", cli_session, "a sandbox that keeps its state: run cells read from stdin" },
         { "mcp", cli_mcp, "the MCP server over stdio (for agents' MCP clients)" },
         { "doctor", cli_doctor, "check which isolation features this host has" },
         { "image", cli_image, "build or inspect the microVM guest image" },

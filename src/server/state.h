@@ -24,6 +24,8 @@
  *   records.c   the recent executions behind GET /api/v1/executions/{id}
  *   runtimes.c  GET /api/v1/runtimes: languages, versions, packages
  *   stream.c    Server-Sent Events of an execution: output, files, result, heartbeats
+ *   sessions.c  the live sessions: owners, memory held, quotas, counters, the drain
+ *   session-call.c the /api/v1/sessions routes over them
  *   mcp-route.c POST /mcp: the MCP server over Streamable HTTP (protocol: src/mcp)
  *
  * Threads: none. Everything runs on the loop; MHD is driven by it (MHD_USE_EPOLL without

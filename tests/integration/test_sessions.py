@@ -380,3 +380,23 @@ def test_the_service_stopping_leaves_nothing(start_service, openapi, own_state, 
     assert _host.wait_until(lambda: not left(), 15), left()
     if signo == signal.SIGTERM:
         assert _host.leftover_cgroups({pid}) == []
+
+
+# ---- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli_session_keeps_state_between_cells(own_state):
+    import subprocess
+    from conftest import BIN
+    env = dict(os.environ, STATE_DIR=own_state)
+    cells = "x = 41\n%%\nprint('hi')\nx + 1\n%%\n1/0\n%%\nx\n"
+    p = subprocess.run([BIN, "session"], input=cells, capture_output=True, text=True, env=env, timeout=60)
+    assert p.stdout == "hi\n42\n41\n", (p.stdout, p.stderr)
+    assert "ZeroDivisionError: division by zero" in p.stderr and p.returncode == 1, p.stderr
+    p = subprocess.run([BIN, "session", "-l", "bash", "--json"], input="X=3\n%%\necho $X\n", capture_output=True,
+                       text=True, env=env, timeout=60)
+    results = [json.loads(line) for line in p.stdout.splitlines()]
+    assert p.returncode == 0 and [r["stdout"] for r in results] == ["", "3\n"], (p.stdout, p.stderr)
+    p = subprocess.run([BIN, "session", "-t", "1"], input="while True: pass\n%%\n'after'\n", capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert p.stdout == "'after'\n" and "time limit of 1 s" in p.stderr and p.returncode == 1, (p.stdout, p.stderr)

@@ -66,6 +66,7 @@ def test_dataframe_html_figure_png_and_display_order(client: Client) -> None:
         assert [o.text for o in r.outputs][0] == "'shown'"
         assert len(r.outputs) == 2 and r.outputs[1].png is not None and r.outputs[1].png.startswith(PNG_MAGIC)
         assert r.stdout == "before\nafter\n"
+        assert r.files == {}        # shown, not saved to output/ as exec's chart hook does
         r = s.exec("fig, ax = plt.subplots()\nax.plot([2, 1])\nfig")
         assert r.png is not None and r.png.startswith(PNG_MAGIC) and r.outputs == ()
         r = s.exec("df.a.sum()")
@@ -79,6 +80,20 @@ def test_a_cell_over_its_time_limit_is_interrupted_and_state_kept(client: Client
         assert r.status == "interrupted"
         assert r.exception is not None and r.exception.type == "KeyboardInterrupt"
         assert s.exec("x + 1").value == "42"
+
+
+@pytest.mark.parametrize("language,setup,stuck,check", [
+    ("bash", "X=7", "sleep 100", "echo $X"),
+    ("javascript", "let kept = 7", "while (true) {}", "kept"),
+])
+def test_bash_and_javascript_cells_interrupted_at_their_limit(client: Client, language: str, setup: str,
+                                                              stuck: str, check: str) -> None:
+    with Session(language, client=client) as s:
+        s.exec(setup)
+        r = s.exec(stuck, timeout=1)
+        assert r.status == "interrupted", r
+        r = s.exec(check)
+        assert (r.stdout if language == "bash" else r.value) == ("7\n" if language == "bash" else "7")
 
 
 def test_a_stuck_cell_ends_the_session_and_the_next_call_says_why(client: Client) -> None:

@@ -205,6 +205,8 @@ static void reset_load(void)
         files_in_reset(&cv.fin);
 }
 
+static void stop_sandbox(void);
+
 static _Noreturn void fail_conversation(const char *text)
 {
         send_error(text);
@@ -326,8 +328,14 @@ static void handle_frame(const hxp_frame *f)
                 return;
         case HXP_KILL:
                 if (cv.st == RUNNING && !cv.killed && !cv.reaped) {
+                        /* the host ended it (its output limit) but wants its files; or
+                         * the client is gone and nothing is wanted */
+                        bool keep = f->len == 4 && hxp_load_u32(f->payload) == HXP_KILL_KEEP_FILES;
                         cv.killed = true;
-                        run_kill(&cv.job);
+                        if (keep)
+                                stop_sandbox();
+                        else
+                                run_kill(&cv.job);
                 }
                 return;
         case HXP_READY:

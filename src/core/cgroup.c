@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/magic.h>
 
@@ -391,6 +392,25 @@ static void kill_dir(const char *dir, bool v2)
          * (a fork racing us lands in the same cgroup and is caught next round). */
         for (int round = 0; round < 32 && kill_procs(dir) > 0; round++)
                 ;
+}
+
+int cg_exec_freeze(const cg_exec *c)
+{
+        const char *dir = c->pure_v2 ? c->path[CG_MEMORY] : c->path[CG_UNIFIED];
+        if (!dir[0])
+                return -EOPNOTSUPP;
+        int r = cg_file(dir, "cgroup.freeze", "1");
+        if (r < 0)
+                return r;
+        char path[700], ev[512];
+        snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+        /* frozen once every task has stopped; one in the kernel takes a moment */
+        for (int i = 0; i < 200; i++) {
+                if (read_file(path, ev, sizeof(ev)) > 0 && strstr(ev, "frozen 1"))
+                        return 0;
+                (void)nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+        }
+        return -ETIMEDOUT;
 }
 
 void cg_exec_kill(const cg_exec *c)

@@ -79,6 +79,10 @@ uint64_t cg_exec_peak_memory(const cg_exec *c);
 uint64_t cg_exec_oom_kills(const cg_exec *c);
 /* SIGKILLs every process in it. */
 void cg_exec_kill(const cg_exec *c);
+/* Stops every process of c where it is (cgroup.freeze of its v2 hierarchy), waiting
+ * up to 200 ms for the kernel to say so: 0 once frozen; -EOPNOTSUPP without a v2
+ * hierarchy (pure v1), -ETIMEDOUT, or -errno. cg_exec_kill works on a frozen c. */
+int cg_exec_freeze(const cg_exec *c);
 /* Removes the cgroups; -EBUSY while processes are still exiting. */
 int cg_exec_remove(cg_exec *c);
 

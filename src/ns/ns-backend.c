@@ -77,12 +77,16 @@ struct ns_exec {
         int warm_slot;                  /* the warm slot it holds, -1: none (cold) */
         bool reaped, draining, drain_expired;
         bool term_sent;                 /* the time limit's SIGTERM */
+        bool files_taken;               /* the files out are in the result */
 };
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
 
-/* generated from src/ns/charts.py */
+/* generated from src/ns/charts.py, compiled, and src/ns/sitecustomize.py */
 extern const char embed_charts_py[];
+extern const unsigned char embed_charts_pyc[];
+extern const size_t embed_charts_pyc_len;
+extern const char embed_sitecustomize_py[];
 
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
 {
@@ -307,6 +311,10 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 return err_fail(err, HXS_ERR_SETUP, files_fd, "staging the files: %s", strerror(-files_fd));
         ns_limits limits;
         ns_limits_of(cfg, &limits);
+        const ns_python_site python_site = {
+                .loader = embed_sitecustomize_py, .hooks = embed_charts_py,
+                .hooks_pyc = embed_charts_pyc, .hooks_pyc_len = embed_charts_pyc_len,
+        };
         start_ctx ctx = { .b = b, .x = x, .nx = nx };
         ns_spawn_args sa = {
                 .child = {
@@ -316,7 +324,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .drivers = req->interactive ? driver_files : NULL,
                         .drivers_bytes = req->interactive ? drivers_bytes() : 0,
                         .code_name = runtime_table[req->language].file, .init_fd = b->init_fd,
-                        .sitecustomize = embed_charts_py,
+                        .site = &python_site,
                         .memory_mb = req->memory_mb,
                         .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                         .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,
@@ -377,22 +385,42 @@ static bool report_has_status(const struct ns_exec *nx, bool *ret_setup_error)
 /* The program has ended and PID 1, having reported, holds on the sync pipe: the
  * working directory is still there. The files out are taken now, through the root of
  * PID 1 (never a symlink: files-out.c), then PID 1 is let go and the sandbox ends. */
+static void take_files(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        if (nx->files_taken)
+                return;
+        nx->files_taken = true;
+        int home = ns_home_open(nx->pid);
+        if (home >= 0) {
+                (void)files_collect(home, x->req, nx->b->env->cfg, &x->result);
+                close(home);
+        }
+}
+
 static void take_files_and_release(hxs_exec *x)
 {
         struct ns_exec *nx = x->priv;
         bool setup_error;
         if (nx->sync_fd < 0 || !report_has_status(nx, &setup_error))
                 return;
-        if (setup_error) {
-                close_fd(&nx->sync_fd); /* nothing ran: nothing to take */
-                return;
-        }
-        int home = ns_home_open(nx->pid);
-        if (home >= 0) {
-                (void)files_collect(home, x->req, nx->b->env->cfg, &x->result);
-                close(home);
-        }
+        if (!setup_error) /* else nothing ran: nothing to take */
+                take_files(x);
         close_fd(&nx->sync_fd);
+}
+
+/* The sandbox ends the program (its output limit, or still running after the time
+ * limit's SIGTERM): every process is stopped where it is, the files are taken as they
+ * are then through PID 1 (frozen with the rest), and the whole sandbox is killed.
+ * Without a v2 hierarchy to freeze (pure v1) there are no files. */
+static void stop_sandbox(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        bool setup_error;
+        if (!nx->reaped && nx->sync_fd >= 0 && nx->have_cg && !nx->files_taken &&
+            !(report_has_status(nx, &setup_error) && setup_error) && cg_exec_freeze(&nx->cg) == 0)
+                take_files(x);
+        ns_kill(x);
 }
 
 /* Reads what the report pipe holds: a status or a set-up error. */
@@ -430,7 +458,7 @@ static void read_output(hxs_exec *x, int *fd, int stream)
                 ssize_t n = read(*fd, chunk, sizeof(chunk));
                 if (n > 0) {
                         if (exec_output(x, stream, chunk, (size_t)n))
-                                ns_kill(x); /* past MAX_STREAM_BYTES */
+                                stop_sandbox(x); /* past MAX_STREAM_BYTES */
                         continue;
                 }
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -590,7 +618,7 @@ static int ns_process(hxs_exec *x)
                                 /* the whole sandbox goes; an output-limit kill already under
                                  * way stays what it is */
                                 x->timed_out = x->timed_out || (!nx->reaped && !x->output_limited);
-                                ns_kill(x);
+                                stop_sandbox(x);
                                 if (x->timed_out)
                                         timerfd_arm_ms(nx->timer_fd, DRAIN_GRACE_MS);
                         } else {

@@ -52,6 +52,7 @@
 #define HXP_PAYLOAD_MAX  (256u * 1024u)           /* per frame */
 #define HXP_FRAME_MAX    (HXP_HEADER_SIZE + HXP_PAYLOAD_MAX)
 #define HXP_TLV_HEADER   6u
+#define HXP_KILL_KEEP_FILES 1u  /* KILL's payload: the files out are still wanted */
 
 typedef enum hxp_type {
         HXP_HELLO = 1,  /* host -> guest: u32 nonce */
@@ -64,7 +65,8 @@ typedef enum hxp_type {
         HXP_STDERR,     /* guest -> host: output bytes */
         HXP_EXIT,       /* guest -> host: TLV hxp_exit_tag */
         HXP_ERROR,      /* guest -> host: set-up failure, one sentence of text */
-        HXP_KILL,       /* host -> guest: empty; kill the program now */
+        HXP_KILL,       /* host -> guest: empty, kill the program now; or a u32
+                         * HXP_KILL_KEEP_FILES: stop it, take its files out, kill it */
         HXP_FILE,       /* host -> guest: TLV hxp_file_tag (path, size): a file in begins */
         HXP_FILE_DATA,  /* either way: next bytes of the file that FILE or FILE_OUT began */
         HXP_FILE_OUT,   /* guest -> host: TLV hxp_file_tag: a file out begins */

@@ -66,6 +66,7 @@ struct vm_exec {
         bool out_armed;         /* EPOLLOUT is on */
         bool got_exit;
         bool hv_exited;         /* the hypervisor is gone: what it wrote is still read */
+        bool stopping;          /* past its output limit: KILL went, its files and EXIT come */
         hxp_exit ex;
 };
 
@@ -133,7 +134,10 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         hxp_put_u32(&b, HXP_RUN_PIDS_MAX, cfg->pids_max);
         hxp_put_u32(&b, HXP_RUN_NOFILE, cfg->nofile);
         hxp_put_u32(&b, HXP_RUN_TMPFS_MB, cfg->tmpfs_mb);
-        hxp_put_u32(&b, HXP_RUN_OUTPUT_MAX, cfg->max_output_bytes);
+        /* all the program may print (MAX_STREAM_BYTES), not only what the result keeps:
+         * the engine keeps the head and the tail, streams the rest, and past it ends
+         * the program (stop_program) */
+        hxp_put_u32(&b, HXP_RUN_OUTPUT_MAX, cfg->max_stream_bytes);
         hxp_put_u32(&b, HXP_RUN_CODE_LEN, (uint32_t)req->code_len);
         hxp_put_u32(&b, HXP_RUN_STDIN_LEN, (uint32_t)req->stdin_len);
         hxp_put_u32(&b, HXP_RUN_FILES, (uint32_t)req->n_files);
@@ -356,6 +360,23 @@ gone:
         return true;
 }
 
+/* Past its output limit: the agent stops the program, sends its files and EXIT
+ * (KILL with HXP_KILL_KEEP_FILES), within REPORT_GRACE_MS. False when that cannot be
+ * asked (the channel is full or gone): the VM goes now, without the files. */
+static bool stop_program(hxs_exec *x)
+{
+        struct vm_exec *vx = x->priv;
+        uint8_t f[HXP_HEADER_SIZE + 4];
+        if (vx->out || hxp_header(f, HXP_KILL, 4) < 0)
+                return false; /* cannot happen: the program runs once all was sent */
+        hxp_store_u32(f + HXP_HEADER_SIZE, HXP_KILL_KEEP_FILES);
+        ssize_t w = write(vx->vm.chan, f, sizeof(f));
+        if (w != (ssize_t)sizeof(f) || timerfd_arm_ms(vx->timer_fd, REPORT_GRACE_MS) < 0)
+                return false;
+        vx->stopping = true;
+        return true;
+}
+
 /* Frames from the agent, at most one budget's worth. Returns true when the execution
  * is over. */
 static bool receive(hxs_exec *x, const hxs_config *cfg)
@@ -378,8 +399,10 @@ static bool receive(hxs_exec *x, const hxs_config *cfg)
                         break;
                 case HXP_STDOUT:
                 case HXP_STDERR:
-                        /* past MAX_STREAM_BYTES the VM goes (finish) */
-                        if (exec_output(x, f.type == HXP_STDOUT ? 1 : 2, f.payload, f.len))
+                        if (vx->stopping)
+                                break; /* what it printed past its output limit */
+                        /* past MAX_STREAM_BYTES the program goes, its files come first */
+                        if (exec_output(x, f.type == HXP_STDOUT ? 1 : 2, f.payload, f.len) && !stop_program(x))
                                 return true;
                         break;
                 case HXP_FILE_OUT:
@@ -430,7 +453,7 @@ static int vm_process(hxs_exec *x)
         for (int i = 0; i < n; i++) {
                 switch (evs[i].data.u64) {
                 case TAG_TIMER:
-                        x->timed_out = true;
+                        x->timed_out = x->timed_out || !vx->stopping; /* else the output limit's */
                         over = true;
                         break;
                 case TAG_SPAWNED:

@@ -240,6 +240,37 @@ def test_time_limit_keeps_unflushed_output_and_the_files(vm):
     assert powered_off(vm)
 
 
+STILL_RUNNING = ("import os, signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                 "os.makedirs('output')\nopen('output/partial.txt', 'w').write('frozen')\n"
+                 "print('started', flush=True)\nwhile True: time.sleep(0.01)\n")
+
+
+def test_still_running_after_sigterm_is_frozen_and_keeps_its_files(vm):
+    """A program that ignores SIGTERM is still running 150 ms after it: the sandbox is
+    frozen, its files taken as they are, then killed."""
+    vm.hello()
+    r = vm.run(STILL_RUNNING, timeout_ms=8000)
+    assert r["error"] is None, r["error"]
+    assert r["stdout"] == b"started\n" and r["exit"]["timed_out"] == 1, r
+    assert [(f["path"], f["data"]) for f in r["files"]] == [("output/partial.txt", b"frozen")]
+    assert powered_off(vm)
+
+
+def test_kill_that_keeps_the_files(vm):
+    """KILL with HXP_KILL_KEEP_FILES (the host's output limit): the program is stopped and
+    its files come back before EXIT; a plain KILL (below, JavaScript) takes none."""
+    vm.hello()
+    vm.start(STILL_RUNNING)
+    ftype, payload = vm.recv_frame(180)
+    assert (ftype, payload) == (h.STDOUT, b"started\n")
+    vm.send(h.frame(h.KILL, struct.pack("<I", 1)))
+    r = vm.collect()
+    assert r["exit"]["timed_out"] == 0
+    assert os.WTERMSIG(r["exit"]["wait_status"]) == signal.SIGKILL
+    assert [(f["path"], f["data"]) for f in r["files"]] == [("output/partial.txt", b"frozen")]
+    assert powered_off(vm)
+
+
 def test_memory_limit_is_an_oom_kill(vm):
     vm.hello()
     r = vm.run("b = []\nwhile True: b.append(bytearray(1 << 20))\n", memory_mb=48)
@@ -258,7 +289,7 @@ def test_kill_from_the_host_and_javascript(vm):
     vm.send(h.frame(h.KILL))
     r = vm.collect()
     ex = r["exit"]
-    assert ex["timed_out"] == 0
+    assert ex["timed_out"] == 0 and r["files"] == []
     assert os.WIFSIGNALED(ex["wait_status"]) and os.WTERMSIG(ex["wait_status"]) == signal.SIGKILL
     assert powered_off(vm)
 

@@ -5,7 +5,9 @@ the program starts, owned by the sandbox user; every refused path (absolute, "..
 collision, too many, too large) fails naming the field and the path.
 Out: regular files under output/ and those matching --return globs come back in the
 result's "files", in path order; no symlink is followed (a link to /etc/shadow returns
-nothing of the host), special files are skipped, the budgets hold.
+nothing of the host), special files are skipped, the budgets hold. A program the sandbox
+ends (its output limit; still running after the time limit's SIGTERM) is frozen first, and
+its files come back as they are then.
 """
 
 from __future__ import annotations
@@ -152,6 +154,27 @@ def test_return_budgets() -> None:
     assert files["output/b"]["content"] == "", res.describe()
     res = run_exec(code, "python", settings={"MAX_RETURN_FILES": "2"})
     assert [f["path"] for f in res["files"]] == ["output/a", "output/b"], res.describe()
+
+
+KILLED_WITH_FILES = {
+    # past MAX_STREAM_BYTES: killed for its output
+    "output_limit": ("import os, sys\nos.makedirs('output')\nopen('output/partial.txt','w').write('before the kill')\n"
+                     "sys.stdout.flush()\nwhile True: sys.stdout.write('x' * 65536)\n",
+                     {"MAX_OUTPUT_BYTES": "4096", "MAX_STREAM_BYTES": "1M"}),
+    # ignores SIGTERM, so it is still running 150 ms after it: killed at its time limit
+    "timeout": ("import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nos.makedirs('output')\n"
+                "open('output/partial.txt','w').write('before the kill')\nwhile True: time.sleep(0.01)\n", {}),
+}
+
+
+@pytest.mark.parametrize("end", sorted(KILLED_WITH_FILES))
+def test_files_come_back_when_the_sandbox_kills_the_program(end: str) -> None:
+    code, settings = KILLED_WITH_FILES[end]
+    res = run_exec(code, "python", timeout=2, settings=settings)
+    assert res.error is not None and res.error["type"] == end, res.describe()
+    got = files_of(res)
+    assert list(got) == ["output/partial.txt"], res.describe()
+    assert got["output/partial.txt"][1] == b"before the kill", res.describe()
 
 
 def test_cli_out_writes_the_returned_files(tmp) -> None:

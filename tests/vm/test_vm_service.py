@@ -12,6 +12,7 @@ and a listener this test opens on the host's 127.0.0.1 must be unreachable.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -158,6 +159,37 @@ exit 3
     metrics = get_metrics(url)
     assert metrics["hexr_sandbox_vm_pool_target"] == 2
     assert metrics["hexr_sandbox_vm_pool_boots_total"] >= 1
+
+
+CHART_JOB = ("import pandas as pd, matplotlib.pyplot as plt\n"
+             "df = pd.read_csv('data/sales.csv')\nprint(df['amount'].sum())\n"
+             "df.plot(x='month', y='amount')\nplt.show()\n")
+OUTPUT_LIMITED = ("import os, sys\nos.makedirs('output')\nopen('output/partial.txt','w').write('kept')\n"
+                  "while True: sys.stdout.write('x' * 65536)\n")
+
+
+def test_files_and_a_chart_through_the_service(start_service):
+    """A CSV in, a pandas sum and a plt.show() chart back as a valid PNG, as the namespace
+    backend does; and at the output limit the files are still returned."""
+    _image_ready()
+    svc = start_service(env=vm_env(VM_POOL_SIZE="0", MAX_OUTPUT_BYTES="4096", MAX_STREAM_BYTES="1M"))
+    body = {"code": CHART_JOB, "language": "python", "timeout": 300,
+            "files": [{"path": "data/sales.csv", "content": "month,amount\n1,10\n2,20\n3,12\n"}]}
+    status, _, res = post_exec(svc.url, body, timeout=HANG)
+    assert status == 200, res
+    assert res["exit_code"] == 0 and res["stdout"] == "42\n", res
+    assert [f["path"] for f in res["files"]] == ["output/figure-1.png"], res["files"]
+    png = base64.b64decode(res["files"][0]["content"])
+    assert res["files"][0]["mime"] == "image/png" and res["files"][0]["encoding"] == "base64"
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) == res["files"][0]["size"] > 1000
+
+    status, _, res = post_exec(svc.url, {"code": OUTPUT_LIMITED, "language": "python", "timeout": 120},
+                               timeout=HANG)
+    assert status == 200, res
+    assert res["error"]["type"] == "output_limit", res["error"]
+    # the head and the tail of what it printed, as on the namespace backend
+    assert res["stdout_truncated"] and res["stdout_omitted_bytes"] > 0, res
+    assert [(f["path"], f["content"]) for f in res["files"]] == [("output/partial.txt", "kept")], res["files"]
 
 
 def test_no_network_to_host_loopback(vm_service):

@@ -257,7 +257,7 @@ static uint32_t stdin_events(const hxs_exec *x)
 /* The timer and every descriptor of the sandbox in the execution's epoll fd. */
 static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *err)
 {
-        int r;
+        int r = 0;
         nx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         if (nx->timer_fd < 0 || (r = timerfd_arm_ms(nx->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)x->req->timeout_s * 1000)) < 0) {
                 r = nx->timer_fd < 0 ? -errno : r;

@@ -183,3 +183,44 @@ def test_async_session(service_url: str) -> None:
             await s.exec("x")
 
     asyncio.run(main())
+
+
+# What docs/session-driver.md says the host sees when a cell misbehaves: user code
+# shares the Python driver's process, so it can reach the protocol's fds.
+FIND_PROTO_FD = (
+    "import os, stat\n"
+    "def proto_fds():\n"
+    "    out = []\n"
+    "    for fd in range(3, 64):\n"
+    "        try:\n"
+    "            st = os.fstat(fd)\n"
+    "        except OSError:\n"
+    "            continue\n"
+    "        if stat.S_ISFIFO(st.st_mode) and os.get_blocking(fd) and (os.O_WRONLY & __import__('fcntl').fcntl(fd, __import__('fcntl').F_GETFL)):\n"
+    "            out.append(fd)\n"
+    "    return out\n"
+)
+
+
+def test_a_cell_forging_an_over_long_protocol_line_ends_its_session_as_protocol(client: Client) -> None:
+    s = Session("python", client=client)
+    try:
+        r = s.exec(FIND_PROTO_FD + "for fd in proto_fds():\n    os.write(fd, b'{' + b'x' * (5 << 20))\n")
+        assert r.status == "session_ended", r
+        with pytest.raises(SessionEndedError) as err:
+            s.exec("1")
+        assert err.value.reason == "protocol"
+    finally:
+        s.close()
+
+
+def test_a_cell_closing_every_fd_ends_its_session_without_a_hang(client: Client) -> None:
+    s = Session("python", client=client)
+    try:
+        r = s.exec("import os\nos.closerange(3, 1024)\nprint('gone')", timeout=5)
+        assert r.status == "session_ended", r
+        with pytest.raises(SessionEndedError) as err:
+            s.exec("1")
+        assert err.value.reason in ("crashed", "protocol")
+    finally:
+        s.close()

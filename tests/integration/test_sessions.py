@@ -400,3 +400,25 @@ def test_cli_session_keeps_state_between_cells(own_state):
     p = subprocess.run([BIN, "session", "-t", "1"], input="while True: pass\n%%\n'after'\n", capture_output=True,
                        text=True, env=env, timeout=60)
     assert p.stdout == "'after'\n" and "time limit of 1 s" in p.stderr and p.returncode == 1, (p.stdout, p.stderr)
+
+
+def test_large_files_come_out_whole(api, py):
+    # larger than one protocol line may carry: read in chunks
+    big = 5 << 20
+    res = api.cell(py, f"import os\nos.makedirs('output', exist_ok=True)\n"
+                       f"open('output/big.bin', 'wb').write(bytes(range(256)) * ({big} // 256))")
+    assert res["status"] == "ok" and res["session"]["state"] == "idle", res
+    (f,) = res["files"]
+    assert f["path"] == "output/big.bin" and f["size"] == big and not f["truncated"], {k: f[k] for k in ("size", "truncated")}
+    assert base64.b64decode(f["content"]) == bytes(range(256)) * (big // 256)
+    conn = connection(api.svc.url, 60)
+    conn.request("GET", f"{PREFIX}/{py}/files/output/big.bin")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.read() == bytes(range(256)) * (big // 256)
+    conn.close()
+    data = os.urandom(3 << 20)
+    status, _, res = api.call("PUT", f"{PREFIX}/{py}/files/up.bin", data, PREFIX + "/{id}/files/{path}",
+                              headers={"Content-Type": "application/octet-stream"})
+    assert status == 201 and res["size"] == len(data), res
+    assert api.cell(py, "import hashlib\nhashlib.sha256(open('up.bin','rb').read()).hexdigest()")["value"] == \
+        repr(__import__("hashlib").sha256(data).hexdigest())

@@ -422,3 +422,39 @@ def test_large_files_come_out_whole(api, py):
     assert status == 201 and res["size"] == len(data), res
     assert api.cell(py, "import hashlib\nhashlib.sha256(open('up.bin','rb').read()).hexdigest()")["value"] == \
         repr(__import__("hashlib").sha256(data).hexdigest())
+
+
+def test_a_cell_as_multipart_with_files(api, py):
+    import uuid
+    boundary = "hxs" + uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"request\"\r\n"
+            f"Content-Type: application/json\r\n\r\n").encode()
+    body += json.dumps({"code": "open('in/data.bin', 'rb').read().count(b'z')", "return_files": ["in/*"]}).encode()
+    body += (f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"in/data.bin\"\r\n"
+             f"Content-Type: application/octet-stream\r\n\r\n").encode() + b"z" * 100000
+    body += f"\r\n--{boundary}--\r\n".encode()
+    status, _, res = api.call("POST", f"{PREFIX}/{py}/exec", body, PREFIX + "/{id}/exec",
+                              headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 200 and res["value"] == "100000", res
+    assert [f["path"] for f in res["files"]] == ["in/data.bin"] and res["files"][0]["size"] == 100000
+
+
+def test_a_driver_that_dies_ends_the_session_as_crashed(api, py):
+    res = api.cell(py, "import os\nos._exit(3)")
+    assert res["status"] == "session_ended" and res["session"]["ended_reason"] == "crashed", res
+    assert "status 3" in res["session"]["ended_message"], res
+    status, _, err = api.call("GET", f"{PREFIX}/{py}/files", doc_path=PREFIX + "/{id}/files")
+    assert status == 410 and err["error"]["code"] == "session_ended", err
+
+
+def test_a_stream_client_that_leaves_does_not_end_the_session(svc, api, py):
+    conn = connection(svc.url, 30)
+    conn.request("POST", f"{PREFIX}/{py}/exec", body=json.dumps({"code": "import time\nprint('a', flush=True)\n"
+                                                                          "time.sleep(1)\ny = 5"}),
+                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    resp.fp.readline()  # the first event has begun
+    conn.close()
+    # the cell ran on, unheard; the next one waits for it
+    assert api.cell(py, "y")["value"] == "5"

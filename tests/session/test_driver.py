@@ -593,6 +593,17 @@ def test_javascript_interrupt_keeps_state(start):
     assert j.cell("kept")["value"]["text/plain"] == "'yes'"
 
 
+def test_javascript_interrupt_spares_what_earlier_cells_started(start):
+    j = start("javascript")
+    j.cell("const srv = require('child_process').spawn('sleep', ['300'])")
+    j.send(op="exec", id="s", code="require('child_process').execSync('sleep 100')")
+    time.sleep(0.7)
+    j.send(op="interrupt", id="s")
+    assert j.done("s", 10)["status"] == "interrupted"
+    assert j.cell("[srv.exitCode, srv.signalCode]")["value"]["text/plain"] == "[ null, null ]"
+    j.cell("srv.kill('SIGKILL')")
+
+
 def test_javascript_process_exit_restarts(start):
     j = start("javascript")
     r = j.cell("process.exit(4)")

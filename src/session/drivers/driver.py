@@ -782,6 +782,7 @@ class ChildKernel:
         self.n = 0
         self.proc = None
         self._version = None
+        self.before = set()                 # node's children when the running cell began
         self.start()
 
     def start(self):
@@ -842,10 +843,24 @@ class ChildKernel:
         return self._version
 
     def interrupt(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        except OSError:
-            pass
+        if self.language == "bash":
+            # the foreground command and bash (whose trap ends the cell); a
+            # non-interactive bash's background jobs ignore SIGINT
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            except OSError:
+                pass
+            return
+        # node (breakOnSigint stops the cell) and what this cell started, not the
+        # processes earlier cells left running
+        pids = [self.proc.pid]
+        for child in child_pids(self.proc.pid) - self.before:
+            pids += [child] + sorted(descendants(child))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGINT)
+            except OSError:
+                pass
 
     def exec_cell(self, cid, code):
         self.n += 1
@@ -859,6 +874,7 @@ class ChildKernel:
         else:
             path = None
             msg = json.dumps({"op": "exec", "code": code}) + "\n"
+        self.before = child_pids(self.proc.pid)
         self.state.running = cid
         try:
             try:

@@ -62,7 +62,7 @@ static const setting settings[] = {
           SET_UINT, U32(vm_pool_size), 0, 64 },
         { { "VM_POOL_MEMORY_MB", "2048", "guest memory the pool of ready microVMs may hold in all" },
           SET_UINT, U32(vm_pool_memory_mb), 0, 1024 * 1024 },
-        { { "MAX_CONCURRENT", "0", "executions running at once, whatever they use (0: what the host's pid budget allows: half of kernel.pid_max and threads-max over SANDBOX_PIDS_MAX, 2 to 1024); they share the CPU by equal cgroup weight, and MEMORY_BUDGET_MB bounds them too" },
+        { { "MAX_CONCURRENT", "0", "executions running at once, whatever they use (0: what the host's pid budget allows: half of kernel.pid_max and threads-max over SANDBOX_PIDS_MAX, within the service's open-file limit, 2 to 1024); they share the CPU by equal cgroup weight, and MEMORY_BUDGET_MB bounds them too" },
           SET_UINT, U32(max_concurrent), 0, 4096 },
         { { "MEMORY_BUDGET_MB", "0", "memory_mb of the running executions together (and of what sessions hold); past it requests wait in the queue (0: half of MemAvailable at start, or of the service's cgroup memory limit when that is smaller); never below MAX_MEMORY_MB" },
           SET_UINT, U32(memory_budget_mb), 0, 64u * 1024 * 1024 },

@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "server/budget.h"
@@ -77,9 +78,25 @@ static uint64_t cgroup_limit_mb(void)
         return best;
 }
 
+/* Every running execution holds descriptors of the service: the soft limit (often
+ * 1024) goes up to the hard one, the kernel's bound for us anyway. */
+static uint64_t raise_nofile(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 0;
+        if (rl.rlim_cur < rl.rlim_max) {
+                struct rlimit want = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
+                if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                        rl.rlim_cur = rl.rlim_max;
+        }
+        return rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
+}
+
 void host_facts_read(host_facts *ret)
 {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        uint64_t nofile = raise_nofile();
 
         *ret = (host_facts){
                 .mem_available_mb = mem_available_mb(),
@@ -87,6 +104,7 @@ void host_facts_read(host_facts *ret)
                 .pid_max = read_u64_file("/proc/sys/kernel/pid_max"),
                 .threads_max = read_u64_file("/proc/sys/kernel/threads-max"),
                 .cores = cores > 0 ? (unsigned)cores : 1,
+                .nofile = nofile,
         };
 }
 
@@ -98,6 +116,12 @@ static uint32_t derive_slots(const hxs_config *cfg, const host_facts *h)
         if (!pids)
                 pids = 32768; /* the kernel's own default pid_max */
         uint64_t n = pids / 2 / (cfg->pids_max ? cfg->pids_max : 1);
+        if (h->nofile) {
+                uint64_t kept = (uint64_t)cfg->max_connections + BUDGET_FDS_RESERVED;
+                uint64_t fds = h->nofile > kept ? (h->nofile - kept) / BUDGET_FDS_PER_EXEC : 0;
+                if (fds < n)
+                        n = fds;
+        }
         if (n > BUDGET_SLOTS_MAX)
                 n = BUDGET_SLOTS_MAX;
         return n < 2 ? 2 : (uint32_t)n;

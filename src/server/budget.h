@@ -14,15 +14,22 @@ typedef struct host_facts {
         uint64_t pid_max;               /* /proc/sys/kernel/pid_max */
         uint64_t threads_max;           /* /proc/sys/kernel/threads-max */
         unsigned cores;                 /* online CPUs */
+        uint64_t nofile;                /* the service's RLIMIT_NOFILE (soft, once raised) */
 } host_facts;
 
 /* Execution slots MAX_CONCURRENT 0 gives, at most (the floor is 2). */
 #define BUDGET_SLOTS_MAX 1024u
+/* Descriptors the service holds for one running execution, with room to spare (its
+ * pipes, pidfd, report and epoll fds, cgroup files), and those it keeps for itself. */
+#define BUDGET_FDS_PER_EXEC 16u
+#define BUDGET_FDS_RESERVED 64u
 
+/* Raises the soft RLIMIT_NOFILE to the hard one first (sandboxes set their own). */
 void host_facts_read(host_facts *ret);
 /* Fills MAX_CONCURRENT, MEMORY_BUDGET_MB and SANDBOX_WARM_SLOTS where they are 0:
  *  - slots: half of the smaller of pid_max and threads-max, over SANDBOX_PIDS_MAX (each
- *    running sandbox may hold that many), 2 to BUDGET_SLOTS_MAX;
+ *    running sandbox may hold that many), and no more than the service's descriptors
+ *    allow besides MAX_CONNECTIONS, 2 to BUDGET_SLOTS_MAX;
  *  - memory: half of MemAvailable, or of the service's cgroup memory limit when that
  *    is smaller (in a container); unknown: MAX_MEMORY_MB per core; never below
  *    MAX_MEMORY_MB, so the largest request can run;

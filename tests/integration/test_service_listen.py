@@ -132,9 +132,16 @@ def test_listen_env_is_overridden_by_flag(start_service):
 
 def host_pid_slots(pids_max: int = 256) -> int:
     """MAX_CONCURRENT 0: half the host's pid space (the smaller of pid_max and
-    threads-max) over SANDBOX_PIDS_MAX, 2 to 1024; not the core count."""
+    threads-max) over SANDBOX_PIDS_MAX, within the open-file limit the service raises
+    itself to (its hard one) less MAX_CONNECTIONS and 64, at 16 per execution, 2 to
+    1024; not the core count."""
+    import resource
     pids = min(int(Path(f"/proc/sys/kernel/{n}").read_text()) for n in ("pid_max", "threads-max"))
-    return min(1024, max(2, pids // 2 // pids_max))
+    n = pids // 2 // pids_max
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY:
+        n = min(n, max(0, hard - 256 - 64) // 16)
+    return min(1024, max(2, n))
 
 
 def test_max_concurrent_zero_means_pid_budget(start_service):

@@ -51,6 +51,22 @@ static void test_slots_are_bounded_both_ways(void **state)
         assert_int_equal(cfg.warm_slots, 2);
 }
 
+static void test_slots_leave_descriptors_for_the_connections(void **state)
+{
+        host_facts h = small_vm;
+        h.nofile = 1024; /* a hard limit of 1024 */
+        hxs_config cfg = defaults();
+        cfg.max_connections = 256;
+        budget_settle(&cfg, &h);
+        assert_int_equal(cfg.max_concurrent, (1024 - 256 - BUDGET_FDS_RESERVED) / BUDGET_FDS_PER_EXEC);
+
+        h.nofile = 100; /* still the floor */
+        cfg = defaults();
+        cfg.max_connections = 256;
+        budget_settle(&cfg, &h);
+        assert_int_equal(cfg.max_concurrent, 2);
+}
+
 static void test_explicit_settings_are_kept(void **state)
 {
         hxs_config cfg = defaults();
@@ -93,6 +109,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_slots_come_from_the_pid_space_not_the_cores),
                 cmocka_unit_test(test_slots_are_bounded_both_ways),
+                cmocka_unit_test(test_slots_leave_descriptors_for_the_connections),
                 cmocka_unit_test(test_explicit_settings_are_kept),
                 cmocka_unit_test(test_the_largest_request_always_fits),
         };

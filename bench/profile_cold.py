@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Where does the cold path's time go? A breakdown of `hexr-sandbox exec -l bash -c true`.
+"""Where does the cold path's time go? A breakdown of `hexr-sandbox exec -l bash -c true`
+and of the cold Python hello (`exec -l python -c "print('hello')"`).
 
 1. CPU time (perf stat task-clock: every process of the run, user + kernel) and wall
    time of a ladder of commands, each adding one cost to the one before:
@@ -10,6 +11,8 @@
    (clone3 to the program's execve), the program, teardown (its exit to our waitid),
    clean-up.
 3. strace -c -f -w: the syscalls that take the most wall time in one run.
+4. perf record of the cold Python hello: its CPU by process and library (our binary and
+   the kernel working for it, the interpreter), against the bare interpreter's.
 
 Writes Markdown to stdout and to OUT/profile.md (default bench/results/).
 Needs perf (Debian: linux-perf) for 1 and strace for 2 and 3; skips what is missing.
@@ -121,11 +124,39 @@ def syscall_top(binary: str, n: int = 12) -> list[str] | None:
     return lines[:2 + n]
 
 
+CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+HELLO = "print('hello')"
+
+
+def cpu_by_dso(argv: list[str], runs: int, env: dict | None = None) -> list[tuple[str, float]] | None:
+    """perf record of runs runs of argv: (process / library, ms of CPU per run), largest first."""
+    if not shutil.which("perf"):
+        return None
+    data = "/tmp/hxs-profile-perf.data"
+    loop = f"for i in $(seq {runs}); do \"$@\" >/dev/null 2>&1; done"
+    r = subprocess.run(["perf", "record", "-q", "-F", "4999", "-o", data, "--", "sh", "-c", loop, "sh"] + argv,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=600)
+    if r.returncode != 0:
+        return None
+    rep = subprocess.run(["perf", "report", "-i", data, "--sort", "comm,dso", "--stdio", "-F", "period,comm,dso",
+                          "--no-children", "-g", "none"], capture_output=True, text=True, timeout=120)
+    os.unlink(data)
+    rows = []
+    for line in rep.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0].isdigit():
+            rows.append((f"{f[1]} {' '.join(f[2:])}", int(f[0])))
+    # the period of cpu-clock samples is in ns: ms per run
+    out = [(name, n / 1e6 / runs) for name, n in rows if name.split()[0] not in ("sh", "seq")]
+    return sorted(out, key=lambda x: -x[1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "hexr-sandbox"))
     ap.add_argument("--runs", type=int, default=40, help="runs per command (default 40)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--name", default="profile.md", help="file written in --out (default profile.md)")
     ap.add_argument("--cpu-shares", type=int, default=8192,
                     help="run in a cpu cgroup of its own with these shares, as run.py does (0: don't)")
     args = ap.parse_args()
@@ -155,8 +186,12 @@ def profile(args, b: str) -> int:
           "--symlink", "usr/lib", "/lib", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
           "/usr/bin/bash", "-c", "true"]),
         ("`hexr-sandbox exec -l bash -c true`", [b, "exec", "-l", "bash", "-c", "true"]),
+        ("`python3 -c \"print('hello')\"` (bare, clean environment)",
+         ["env", "-i"] + [f"{k}={v}" for k, v in CLEAN_ENV.items()] + ["/usr/bin/python3", "-c", HELLO]),
+        ("`hexr-sandbox exec -l python -c \"print('hello')\"`", [b, "exec", "-l", "python", "-c", HELLO]),
     ]
-    L = ["# Cold path profile: `hexr-sandbox exec -l bash -c true`\n",
+    L = ["# Cold path profile: `hexr-sandbox exec`, Bash and Python\n",
+         f"Binary: `{b}`\n",
          f"{time.strftime('%Y-%m-%d %H:%M')}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
          f"{os.cpu_count()} cores, `{' '.join(['bench/profile_cold.py'] + sys.argv[1:])}`\n"]
     L.append("## CPU and wall time\n")
@@ -194,10 +229,28 @@ def profile(args, b: str) -> int:
         L.append("```")
         L.extend(top)
         L.append("```\n")
+    py = cpu_by_dso([b, "exec", "-l", "python", "-c", HELLO], args.runs)
+    bare = cpu_by_dso(["/usr/bin/python3", "-c", HELLO], args.runs, env=CLEAN_ENV)
+    if py and bare:
+        L.append("## Cold Python hello: where the CPU goes\n")
+        L.append(f"perf record -F 4999 of {args.runs} runs each; ms of CPU per run by process and "
+                 f"library (the process is named after what it runs: `hexr-sandbox` is our binary, "
+                 f"the sandbox's PID 1 and the program before its execve; `python3` the program "
+                 f"after it). Rows under 0.1 ms left out.\n")
+        L.append("| process / library | ours, ms | bare, ms |\n| --- | ---: | ---: |")
+        b_by = dict(bare)
+        names = [n for n, _ in py] + [n for n, _ in bare if n not in dict(py)]
+        py_by = dict(py)
+        for n in names:
+            x, y = py_by.get(n, 0.0), b_by.get(n, 0.0)
+            if max(x, y) >= 0.1:
+                L.append(f"| {n} | {x:.2f} | {y:.2f} |")
+        L.append(f"| total | {sum(py_by.values()):.2f} | {sum(b_by.values()):.2f} |")
+        L.append("")
     text = "\n".join(L)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "profile.md"), "w") as f:
+    with open(os.path.join(args.out, args.name), "w") as f:
         f.write(text)
     return 0
 

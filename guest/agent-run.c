@@ -145,8 +145,12 @@ static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret
         return 0;
 }
 
-/* generated from src/ns/charts.py: the same sitecustomize as the namespace backend's */
+/* generated from src/ns/charts.py (and compiled) and src/ns/sitecustomize.py: the same
+ * sitecustomize as the namespace backend's */
 extern const char embed_charts_py[];
+extern const unsigned char embed_charts_pyc[];
+extern const size_t embed_charts_pyc_len;
+extern const char embed_sitecustomize_py[];
 
 int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *job, hxs_error *err)
 {
@@ -183,6 +187,10 @@ int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *
                 (void)rmdir(CG_DIR);
                 return r;
         }
+        const ns_python_site site = {
+                .loader = embed_sitecustomize_py, .hooks = embed_charts_py,
+                .hooks_pyc = embed_charts_pyc, .hooks_pyc_len = embed_charts_pyc_len,
+        };
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
@@ -194,7 +202,7 @@ int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *
                         .code_name = runtime_table[run->language].file,
                         .memory_mb = run->memory_mb,
                         .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
-                        .sitecustomize = embed_charts_py,
+                        .site = &site,
                         .has_files = files_fd >= 0, .files_fd = files_fd,
                 },
                 .code = (const char *)code, .code_len = run->code_len, .envp = envp,

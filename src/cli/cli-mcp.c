@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hexr-sandbox mcp [--backend B]
+ * hexr-sandbox mcp --url URL [--ca-file F] [--cert-file F --key-file F]
  *
  * The MCP server over stdio: newline-delimited JSON-RPC messages on stdin, replies and
  * notifications on stdout, one per line; logs go to stderr only. Tool calls run with the
@@ -37,7 +38,13 @@ static void usage(FILE *f)
                 "by this process). An MCP client starts it as a command, e.g.\n"
                 "{\"command\": \"hexr-sandbox\", \"args\": [\"mcp\"]} (docs/mcp.md). Ends when stdin ends,\n"
                 "ending what still runs.\n\n"
-                "      --backend B        auto, namespaces, qemu, firecracker (as SANDBOX_BACKEND)\n");
+                "      --backend B        auto, namespaces, qemu, firecracker (as SANDBOX_BACKEND)\n"
+                "      --url URL          forward every message to a service's /mcp instead (http://host:port,\n"
+                "                         https://host:port, unix:/path); no sandbox runs here\n"
+                "      --ca-file F        https: the CA bundle to trust (default: HEXR_SANDBOX_CA_FILE, else the\n"
+                "                         system's)\n"
+                "      --cert-file F      https: a client certificate for mTLS (HEXR_SANDBOX_CERT_FILE)\n"
+                "      --key-file F       its key (HEXR_SANDBOX_KEY_FILE)\n");
 }
 
 static void run_free(running *r)
@@ -163,7 +170,9 @@ static void on_input(mcp_stdio *m, const char *data, size_t len)
                                 size_t n = m->len;
                                 if (n && m->line[n - 1] == '\r')
                                         n--;
-                                if (n)
+                                if (n && m->remote)
+                                        mcp_remote_forward(m, m->line, n);
+                                else if (n)
                                         on_message(m, m->line, n);
                         }
                         m->len = 0;
@@ -196,12 +205,13 @@ typedef struct watch_set {
         struct pollfd *fds;
         running **runs;         /* [i] for an execution's slot, else NULL */
         mcp_sess **sess;        /* [i] for a session's slot, else NULL */
+        mcp_fwd **fwds;         /* [i] for a forwarded message's slot, else NULL */
         size_t cap;
 } watch_set;
 
 static int watch_fill(mcp_stdio *m, watch_set *w, size_t *ret_n)
 {
-        size_t need = 1 + m->n_runs + m->n_sessions + 8;
+        size_t need = 1 + m->n_runs + m->n_sessions + mcp_remote_count(m) + 8;
         for (mcp_sess *se = m->sessions; se; se = se->next)
                 need++;
         if (need > w->cap) {
@@ -214,7 +224,10 @@ static int watch_fill(mcp_stdio *m, watch_set *w, size_t *ret_n)
                 mcp_sess **s = realloc(w->sess, need * sizeof(*s));
                 if (s)
                         w->sess = s;
-                if (!f || !r || !s)
+                mcp_fwd **fw = realloc(w->fwds, need * sizeof(*fw));
+                if (fw)
+                        w->fwds = fw;
+                if (!f || !r || !s || !fw)
                         return -ENOMEM;
                 w->cap = need;
         }
@@ -229,9 +242,15 @@ static int watch_fill(mcp_stdio *m, watch_set *w, size_t *ret_n)
                 w->runs[n] = r;
                 w->sess[n++] = NULL;
         }
+        for (size_t i = 0; i < w->cap; i++)
+                w->fwds[i] = NULL;
         size_t k = mcp_sessions_poll(m, w->fds + n, w->sess + n, w->cap - n);
         for (size_t i = n; i < n + k; i++)
                 w->runs[i] = NULL;
+        n += k;
+        k = mcp_remote_poll(m, w->fds + n, w->fwds + n, w->cap - n);
+        for (size_t i = n; i < n + k; i++)
+                w->runs[i] = NULL, w->sess[i] = NULL;
         *ret_n = n + k;
         return 0;
 }
@@ -266,6 +285,8 @@ static int serve(mcp_stdio *m)
                                         finish_exec(m, w.runs[i]);
                         } else if (w.sess[i]) {
                                 mcp_sessions_process(m, w.sess[i]);
+                        } else if (w.fwds[i]) {
+                                mcp_remote_process(m, w.fwds[i]);
                         }
                 }
                 if (w.fds[0].revents) {
@@ -280,6 +301,7 @@ static int serve(mcp_stdio *m)
         free(w.fds);
         free(w.runs);
         free(w.sess);
+        free(w.fwds);
         return r;
 }
 
@@ -287,11 +309,18 @@ int cli_mcp(int argc, char **argv)
 {
         static const struct option opts[] = {
                 { "backend", required_argument, NULL, 'B' },
+                { "url", required_argument, NULL, 'U' },
+                { "ca-file", required_argument, NULL, 'C' },
+                { "cert-file", required_argument, NULL, 'E' },
+                { "key-file", required_argument, NULL, 'K' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
         hxs_config cfg;
         hxs_error err = { 0 };
+        const char *url = NULL, *ca = getenv("HEXR_SANDBOX_CA_FILE"), *cert = getenv("HEXR_SANDBOX_CERT_FILE"),
+                   *key = getenv("HEXR_SANDBOX_KEY_FILE");
+        char why[400];
         int c;
 
         if (hxs_config_from_env(&cfg, &err) < 0) {
@@ -306,6 +335,18 @@ int cli_mcp(int argc, char **argv)
                                 mcp_note("%s", err.message);
                                 return HXS_CLI_EXIT_FAILURE;
                         }
+                        break;
+                case 'U':
+                        url = optarg;
+                        break;
+                case 'C':
+                        ca = optarg;
+                        break;
+                case 'E':
+                        cert = optarg;
+                        break;
+                case 'K':
+                        key = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -332,10 +373,14 @@ int cli_mcp(int argc, char **argv)
         int r = -ENOMEM;
         if (!m.session)
                 mcp_note("out of memory");
-        else if ((r = hxs_engine_new(&cfg, &m.engine, &err)) < 0)
+        else if (url && (r = mcp_remote_open(&m, url, ca && ca[0] ? ca : NULL, cert && cert[0] ? cert : NULL,
+                                             key && key[0] ? key : NULL, why, sizeof(why))) < 0)
+                mcp_note("%s", why);
+        else if (!url && (r = hxs_engine_new(&cfg, &m.engine, &err)) < 0)
                 mcp_note("%s", err.message);
         else
                 r = serve(&m);
+        mcp_remote_close(&m);
         mcp_sessions_free_all(&m);
         hxs_engine_free(m.engine);
         mcp_session_free(m.session);

@@ -14,6 +14,8 @@
 
 struct mcp_stdio;
 struct mcp_sess;
+typedef struct mcp_remote mcp_remote;   /* --url: the service (cli-mcp-remote.c) */
+typedef struct mcp_fwd mcp_fwd;         /* a message forwarded, its answer being read */
 
 /* A tool call in flight: an execution (run_code) or an operation queued in a session. */
 typedef struct running {
@@ -47,6 +49,8 @@ typedef struct mcp_stdio {
         size_t len, cap, max;
         bool skipping;                  /* the current line is over max: dropped to its end */
         bool out_failed;                /* stdout is gone: nothing more can be said */
+        mcp_remote *remote;             /* --url: every message goes there, no engine here */
+        mcp_fwd *fwds;
 } mcp_stdio;
 
 /* cli-mcp-io.c */
@@ -60,6 +64,19 @@ void mcp_on_output(void *userdata, int stream, const void *data, size_t len);
 void mcp_fail_run(mcp_stdio *m, mcp_run *run, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_running_add(mcp_stdio *m, running *r);
 void mcp_running_unlink(mcp_stdio *m, running *r);
+
+/* cli-mcp-remote.c: -EINVAL with why (a bad URL, unreadable certificates). ca, cert, key
+ * may be NULL (the system's CAs; no client certificate). */
+int mcp_remote_open(mcp_stdio *m, const char *url, const char *ca, const char *cert, const char *key, char *why,
+                    size_t why_size);
+/* Sends one message to the service's /mcp (a failure is answered as a JSON-RPC error). */
+void mcp_remote_forward(mcp_stdio *m, const char *msg, size_t len);
+size_t mcp_remote_count(const mcp_stdio *m);
+size_t mcp_remote_poll(mcp_stdio *m, struct pollfd *fds, mcp_fwd **by, size_t max);
+/* Its connection is readable: what came is relayed; at its end it is freed. */
+void mcp_remote_process(mcp_stdio *m, mcp_fwd *f);
+/* Every connection closed (the service ends their calls), the remote freed. */
+void mcp_remote_close(mcp_stdio *m);
 
 /* cli-mcp-sessions.c */
 /* A session tool's call: started, or answered with why it cannot be. Takes run. */

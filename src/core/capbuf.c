@@ -134,13 +134,14 @@ char *capbuf_steal(capbuf *b, size_t *ret_len)
                 d = b->data;    /* the common case: the head is the whole output */
                 b->data = NULL;
         } else {
-                d = malloc(len + 1);
+                /* the head grown in place (a large one is moved by remapping its pages,
+                 * not copied), the marker and the tail after it */
+                d = realloc(b->data, len + 1);
                 if (!d) {
                         *ret_len = 0;
                         return NULL;
                 }
-                if (b->len)
-                        memcpy(d, b->data, b->len);
+                b->data = NULL;
                 memcpy(d + b->len, marker, ml);
                 /* the ring from its oldest byte: tail_start .. end, then 0 .. tail_start */
                 size_t first = b->tail_len - b->tail_start;

@@ -82,8 +82,11 @@ struct ns_exec {
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
 
-/* generated from src/ns/charts.py */
+/* generated from src/ns/charts.py, compiled, and src/ns/sitecustomize.py */
 extern const char embed_charts_py[];
+extern const unsigned char embed_charts_pyc[];
+extern const size_t embed_charts_pyc_len;
+extern const char embed_sitecustomize_py[];
 
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
 {
@@ -254,7 +257,7 @@ static uint32_t stdin_events(const hxs_exec *x)
 /* The timer and every descriptor of the sandbox in the execution's epoll fd. */
 static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *err)
 {
-        int r;
+        int r = 0;
         nx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         if (nx->timer_fd < 0 || (r = timerfd_arm_ms(nx->timer_fd, x->budget_ms ? x->budget_ms : (uint64_t)x->req->timeout_s * 1000)) < 0) {
                 r = nx->timer_fd < 0 ? -errno : r;
@@ -300,6 +303,10 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 return err_fail(err, HXS_ERR_SETUP, files_fd, "staging the files: %s", strerror(-files_fd));
         ns_limits limits;
         ns_limits_of(cfg, &limits);
+        const ns_python_site python_site = {
+                .loader = embed_sitecustomize_py, .hooks = embed_charts_py,
+                .hooks_pyc = embed_charts_pyc, .hooks_pyc_len = embed_charts_pyc_len,
+        };
         start_ctx ctx = { .b = b, .x = x, .nx = nx };
         ns_spawn_args sa = {
                 .child = {
@@ -309,7 +316,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .drivers = req->interactive ? driver_files : NULL,
                         .drivers_bytes = req->interactive ? ns_drivers_bytes(driver_files) : 0,
                         .code_name = runtime_table[req->language].file, .init_fd = b->init_fd,
-                        .sitecustomize = embed_charts_py,
+                        .site = &python_site,
                         .memory_mb = req->memory_mb,
                         .pkgs_dir = x->pkgs.path[0] ? x->pkgs.path : NULL,
                         .wheelhouse_dir = x->wheelhouse_dir[0] ? x->wheelhouse_dir : NULL,

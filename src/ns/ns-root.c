@@ -127,7 +127,23 @@ static const char etc_hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip
 static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
                                    "services: files\nprotocols: files\nnetworks: files\n";
 
-static void build_etc(const char *root, const char *sitecustomize)
+/* The sandbox's sitecustomize in the directory dir (/etc/python3.X), see ns_python_site. */
+static void write_python_site(const char *dir, const ns_python_site *site)
+{
+        char p[700];
+
+        mkdir_or_die(dir, 0755);
+        snprintf(p, sizeof(p), "%s/sitecustomize.py", dir);
+        write_str(p, site->loader);
+        snprintf(p, sizeof(p), "%s/hxs_charts.py", dir);
+        write_str(p, site->hooks);
+        if (site->hooks_pyc_len) {
+                snprintf(p, sizeof(p), "%s/hxs_charts.pyc", dir);
+                write_or_die(p, site->hooks_pyc, site->hooks_pyc_len, 0444);
+        }
+}
+
+static void build_etc(const char *root, const ns_python_site *site)
 {
         char p[600], src[300];
         snprintf(p, sizeof(p), "%s/etc", root);
@@ -154,11 +170,9 @@ static void build_etc(const char *root, const char *sitecustomize)
                 snprintf(p, sizeof(p), "%s/etc/%s", root, etc_binds[i]);
                 /* /usr/lib/python3.X/sitecustomize.py points here: ours instead of the
                  * host's (an apport hook at most) */
-                if (sitecustomize && strncmp(etc_binds[i], "python3.", 8) == 0 && lstat(src, &st) == 0 &&
+                if (site && strncmp(etc_binds[i], "python3.", 8) == 0 && lstat(src, &st) == 0 &&
                     S_ISDIR(st.st_mode)) {
-                        mkdir_or_die(p, 0755);
-                        snprintf(p, sizeof(p), "%s/etc/%s/sitecustomize.py", root, etc_binds[i]);
-                        write_str(p, sitecustomize);
+                        write_python_site(p, site);
                         continue;
                 }
                 if (lstat(src, &st) < 0) {
@@ -370,7 +384,7 @@ static void op_usr(root_ctx *c)
 
 static void op_etc(root_ctx *c)
 {
-        build_etc(c->root, c->a->sitecustomize);
+        build_etc(c->root, c->a->site);
 }
 
 static void op_dev(root_ctx *c)

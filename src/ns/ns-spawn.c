@@ -66,6 +66,19 @@ static int make_pipe(int fds[2])
         return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
 }
 
+/* The program's stdout and stderr: room for 1 MiB instead of 64 KiB, so that a program
+ * printing a lot is not stopped every 64 KiB until the loop has read (the pages are
+ * the writer's, charged to the sandbox, and only taken as it writes). Best effort:
+ * pipe-max-size may be lower. */
+#define OUTPUT_PIPE_BYTES (1 << 20)
+static int make_output_pipe(int fds[2])
+{
+        int r = make_pipe(fds);
+        if (r == 0)
+                (void)fcntl(fds[1], F_SETPIPE_SZ, OUTPUT_PIPE_BYTES);
+        return r;
+}
+
 /* The child may have failed first (its root could not be built), and our own step
  * then fails only as a consequence ("No such process", "Broken pipe"): its report
  * says why. It exits at once once its sync pipe is closed, so the wait is short. */
@@ -120,8 +133,8 @@ int ns_spawn(const ns_spawn_args *a, ns_child *ret, hxs_error *err)
 
         *ret = (ns_child){ .pid = -1, .pidfd = -1, .sync_fd = -1, .report_fd = -1, .stdout_fd = -1,
                            .stderr_fd = -1, .stdin_fd = -1 };
-        if ((r = make_pipe(sync_p)) < 0 || (r = make_pipe(report_p)) < 0 || (r = make_pipe(out_p)) < 0 ||
-            (r = make_pipe(err_p)) < 0 || (a->with_stdin && (r = make_pipe(in_p)) < 0))
+        if ((r = make_pipe(sync_p)) < 0 || (r = make_pipe(report_p)) < 0 || (r = make_output_pipe(out_p)) < 0 ||
+            (r = make_output_pipe(err_p)) < 0 || (a->with_stdin && (r = make_pipe(in_p)) < 0))
                 return err_fail(err, HXS_ERR_SETUP, r, "creating pipes: %s", strerror(-r));
         if ((payload_fd = payload_create(a->code, a->code_len, a->envp)) < 0)
                 return err_fail(err, HXS_ERR_SETUP, payload_fd, "writing the payload: %s", strerror(-payload_fd));

@@ -46,6 +46,15 @@ static inline void ns_limits_of(const hxs_config *cfg, ns_limits *ret)
         memcpy(ret->rootfs, cfg->rootfs, sizeof(ret->rootfs));
 }
 
+/* What a cold Python gets as its sitecustomize, in the root's /etc/python3.X: a loader
+ * (sitecustomize.py) that runs the hooks (hxs_charts.py, charts.py in the tree) from the
+ * code compiled at build time (hxs_charts.pyc; empty: none), else from their source. */
+typedef struct ns_python_site {
+        const char *loader, *hooks;
+        const unsigned char *hooks_pyc;
+        size_t hooks_pyc_len;
+} ns_python_site;
+
 /* Everything the child needs, prepared before clone so the child only calls the kernel
  * (it may be a copy of a threaded process: no malloc, no locks). */
 typedef struct ns_child_args {
@@ -56,7 +65,7 @@ typedef struct ns_child_args {
         const char *code_name;          /* "main.py": the code goes to /code/<code_name> */
         char *const *argv;              /* NULL-terminated, exec'd (argv[0] is interpreter);
                                          * NULL: { interpreter, /code/<code_name> } */
-        const char *sitecustomize;      /* Python's, in /etc/python3.X (charts.py); NULL: the host's */
+        const ns_python_site *site;     /* Python's sitecustomize, in /etc/python3.X; NULL: the host's */
         /* interactive (sessions): the drivers, read-only in DRIVERS_DIR; NULL: none */
         const driver_file *drivers;
         size_t drivers_bytes;           /* their size in all, for the root's tmpfs */

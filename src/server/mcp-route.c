@@ -11,6 +11,8 @@
  *                                 when the client accepts text/event-stream and asked for
  *                                 progress, 200 text/event-stream: progress notifications
  *                                 as the program writes, the response last
+ *   a session tool's call         the caller's session does it (mcp-sessions.c); 200
+ *                                 with the tool result once it is done
  *   a notification or a response  202, no body (notifications/cancelled ends the call it
  *                                 names, if it is this caller's and still in flight)
  *   not JSON-RPC at all           400 with a JSON-RPC error without id
@@ -32,6 +34,7 @@
 #include "server/admission.h"
 #include "server/call.h"
 #include "server/mcp-route.h"
+#include "server/mcp-sessions.h"
 #include "server/metrics.h"
 #include "server/state.h"
 #include "server/stream.h"
@@ -169,7 +172,10 @@ static void cancel(call *c, const char *id)
                 return;
         TAILQ_FOREACH(o, &c->srv->mcp_calls, mlink)
                 if (strcmp(o->mcp_key, key) == 0) {
-                        admission_cancel(o, "cancelled");
+                        if (mcp_run_kind(o->mcp) == MCP_TOOL_RUN_CODE)
+                                admission_cancel(o, "cancelled");
+                        else
+                                mcp_sessions_cancel_call(o);
                         return;
                 }
 }
@@ -177,14 +183,15 @@ static void cancel(call *c, const char *id)
 /* A tool call: an execution request from here on. */
 static void run(call *c, mcp_run *r)
 {
+        c->mcp = r;
         if (mcp_run_kind(r) != MCP_TOOL_RUN_CODE) {
-                size_t n = 0;
-                char *text = mcp_run_error(r, "the session tools are not served over HTTP yet: use run_code here, or `hexr-sandbox mcp` (stdio), whose sessions are its own", &n);
-                mcp_run_free(r);
-                reply(c, text ? 200 : 500, text, n);
+                /* a session tool: the caller's session does the work, no execution slot */
+                key_of(c, mcp_run_id(r), c->mcp_key, sizeof(c->mcp_key));
+                TAILQ_INSERT_TAIL(&c->srv->mcp_calls, c, mlink);
+                c->mcp_listed = true;
+                mcp_sessions_route(c);
                 return;
         }
-        c->mcp = r;
         c->req = mcp_run_take_request(r);
         c->is_exec = true;
         c->parsed = true;

@@ -172,9 +172,13 @@ static void send_collect(hxs_session *s, session_item *it)
         for (size_t i = 0; globs && i < it->req->n_globs; i++)
                 json_array_append_new(globs, json_string_lossy(it->req->return_globs[i],
                                                                strlen(it->req->return_globs[i])));
+        /* contents inline up to one read's worth (a line stays below SESSION_LINE_MAX);
+         * the files past it come listed as truncated and are read in chunks (fetch) */
+        uint64_t inline_max = s->cfg->max_return_bytes < SESSION_READ_CHUNK ? s->cfg->max_return_bytes :
+                                                                               SESSION_READ_CHUNK;
         json_t *cmd = json_pack("{s:s, s:s, s:o, s:I, s:I}", "op", "collect", "id", it->id, "globs", globs,
                                 "max_files", (json_int_t)s->cfg->max_return_files, "max_bytes",
-                                (json_int_t)s->cfg->max_return_bytes);
+                                (json_int_t)inline_max);
         s->deadline = session_now_ms() + SESSION_OP_MS;
         s->grace_deadline = 0;
         (void)proto_send(s, cmd);
@@ -423,6 +427,60 @@ static void on_file(hxs_session *s, session_item *it, json_t *obj)
         res->n_files++;
 }
 
+/* The next file collect listed without its content that still fits MAX_RETURN_BYTES:
+ * read in chunks; when none is left, the result goes. */
+static void next_fetch(hxs_session *s, session_item *it)
+{
+        hxs_cell_result *res = &it->res;
+        for (; it->fetch < res->n_files; it->fetch++) {
+                hxs_file *f = &res->files[it->fetch];
+                if (!f->truncated || f->size > s->cfg->max_return_bytes - it->files_bytes)
+                        continue;
+                it->phase = PHASE_FETCH;
+                it->fetch_failed = false;
+                snprintf(it->id, sizeof(it->id), "c%llug%u", (unsigned long long)it->handle, it->reads++);
+                files_send_read(s, it->id, f->path, f->len);
+                return;
+        }
+        deliver(s, it);
+}
+
+static void on_fetch_file(hxs_session *s, session_item *it, json_t *obj)
+{
+        hxs_file *f = &it->res.files[it->fetch];
+        if (it->fetch_failed)
+                return;
+        int r = files_append(obj, &f->data, &f->len, (size_t)f->size, &it->last_read);
+        if (r == -EINVAL) {
+                session_end(s, HXS_SESSION_PROTOCOL, "the driver sent a file that is neither text nor base64");
+                return;
+        }
+        if (r < 0)
+                it->fetch_failed = true; /* it grew, or no memory: listed as truncated */
+}
+
+static void on_fetch_done(hxs_session *s, session_item *it, json_t *obj)
+{
+        hxs_file *f = &it->res.files[it->fetch];
+        const char *st = proto_string(obj, "status", NULL);
+        bool ok = st && strcmp(st, "ok") == 0 && !it->fetch_failed;
+        if (ok && f->len < f->size && it->last_read > 0) {
+                snprintf(it->id, sizeof(it->id), "c%llug%u", (unsigned long long)it->handle, it->reads++);
+                files_send_read(s, it->id, f->path, f->len);
+                return;
+        }
+        if (ok && f->len == f->size) {
+                f->truncated = false;
+                it->files_bytes += f->len;
+        } else {
+                free(f->data);
+                f->data = NULL;
+                f->len = 0;
+        }
+        it->fetch++;
+        next_fetch(s, it);
+}
+
 static void cell_event(hxs_session *s, session_item *it, const char *ev, json_t *obj)
 {
         bool done = strcmp(ev, "done") == 0;
@@ -445,7 +503,13 @@ static void cell_event(hxs_session *s, session_item *it, const char *ev, json_t 
                 if (strcmp(ev, "file") == 0)
                         on_file(s, it, obj);
                 else if (done)
-                        deliver(s, it);
+                        next_fetch(s, it);
+                break;
+        case PHASE_FETCH:
+                if (strcmp(ev, "file") == 0)
+                        on_fetch_file(s, it, obj);
+                else if (done)
+                        on_fetch_done(s, it, obj);
                 break;
         }
 }

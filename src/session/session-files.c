@@ -109,6 +109,45 @@ int hxs_session_list_files(hxs_session *s, const char *path, hxs_session_file_fn
         return enqueue_op(s, ITEM_LIST, path, NULL, 0, fn, userdata, ret_handle, err);
 }
 
+void files_send_read(hxs_session *s, const char *id, const char *path, uint64_t offset)
+{
+        s->deadline = session_now_ms() + SESSION_OP_MS;
+        (void)proto_send(s, json_pack("{s:s, s:s, s:s, s:I, s:I}", "op", "get", "id", id, "path", path,
+                                      "offset", (json_int_t)offset, "max_bytes", (json_int_t)SESSION_READ_CHUNK));
+}
+
+int files_append(json_t *ev, unsigned char **data, size_t *len, size_t max, size_t *ret_got)
+{
+        unsigned char *chunk;
+        size_t n;
+        int r = proto_bytes(ev, &chunk, &n);
+        if (r < 0)
+                return r;
+        *ret_got = n;
+        if (n > max - (*len < max ? *len : max)) {
+                free(chunk);
+                return -E2BIG;
+        }
+        unsigned char *p = realloc(*data, *len + n + 1);
+        if (!p) {
+                free(chunk);
+                return -ENOMEM;
+        }
+        memcpy(p + *len, chunk, n);
+        *len += n;
+        p[*len] = '\0';
+        *data = p;
+        free(chunk);
+        return 0;
+}
+
+/* The next read of a get, its own id (a late answer to an earlier one is not taken). */
+static void send_get(hxs_session *s, session_item *it)
+{
+        snprintf(it->id, sizeof(it->id), "f%llur%u", (unsigned long long)it->handle, it->reads++);
+        files_send_read(s, it->id, it->path, it->fres.len);
+}
+
 static void fileop_begin(hxs_session *s, session_item *it)
 {
         snprintf(it->id, sizeof(it->id), "f%llu", (unsigned long long)it->handle);
@@ -119,8 +158,8 @@ static void fileop_begin(hxs_session *s, session_item *it)
                                       "base64", b64) : NULL;
                 free(b64);
         } else if (it->kind == ITEM_GET) {
-                cmd = json_pack("{s:s, s:s, s:s, s:I}", "op", "get", "id", it->id, "path", it->path, "max_bytes",
-                                (json_int_t)s->cfg->max_file_bytes);
+                send_get(s, it);
+                return;
         } else {
                 cmd = json_pack("{s:s, s:s, s:s, s:I}", "op", "list", "id", it->id, "path", it->path,
                                 "max_entries", (json_int_t)s->cfg->max_return_files);
@@ -186,6 +225,9 @@ static void on_done(hxs_session *s, session_item *it, json_t *obj)
                 it->fres.status = error_errno(type);
         } else if (it->kind == ITEM_PUT) {
                 it->fres.size = it->len;
+        } else if (it->kind == ITEM_GET && !it->fres.truncated && it->fres.len < it->fres.size && it->last_read > 0) {
+                send_get(s, it); /* the next chunk */
+                return;
         }
         deliver(s, it);
 }
@@ -193,25 +235,29 @@ static void on_done(hxs_session *s, session_item *it, json_t *obj)
 static void on_file(hxs_session *s, session_item *it, json_t *obj)
 {
         hxs_session_file_result *r = &it->fres;
-        if (it->kind != ITEM_GET || r->data)
+        if (it->kind != ITEM_GET || r->truncated)
                 return;
         json_t *size = json_object_get(obj, "size");
-        r->truncated = json_is_true(json_object_get(obj, "truncated"));
         if (json_is_integer(size) && json_integer_value(size) >= 0)
                 r->size = (uint64_t)json_integer_value(size);
-        if (r->truncated)
-                return;
-        if (proto_bytes(obj, &r->data, &r->len) < 0) {
-                session_end(s, HXS_SESSION_PROTOCOL, "the driver sent a file that is neither text nor base64");
-                return;
-        }
-        if (r->len > s->cfg->max_file_bytes) {
+        if (r->size > s->cfg->max_file_bytes) {
+                /* larger than a get may give: not read */
+                r->truncated = true;
                 free(r->data);
                 r->data = NULL;
                 r->len = 0;
-                r->truncated = true;
+                return;
         }
-        if (!json_is_integer(size))
+        int e = files_append(obj, &r->data, &r->len, s->cfg->max_file_bytes, &it->last_read);
+        if (e == -E2BIG) {
+                r->truncated = true;
+                free(r->data);
+                r->data = NULL;
+                r->len = 0;
+        } else if (e < 0) {
+                session_end(s, HXS_SESSION_PROTOCOL, "the driver sent a file that is neither text nor base64");
+        }
+        if (!json_is_integer(size) && r->len > r->size)
                 r->size = r->len;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A session and a cell's result as the HTTP API's objects (docs/api.md, "Sessions"). */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +47,13 @@ json_t *session_to_json(const hxs_session *s, const char *id)
                          "ended_message", text_or_null(in.end ? in.end_message : NULL));
 }
 
-/* Our own JSON text back to a value (NULL and bad text: null). */
-static json_t *parsed(const char *text, json_t *fallback)
+/* Our own JSON text back to a value (NULL and bad text: null, or [] for a list). */
+static json_t *parsed(const char *text, bool list)
 {
         json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
-        return v ? v : fallback;
+        if (!v)
+                v = list ? json_array() : json_null();
+        return v;
 }
 
 static json_t *error_json(const hxs_cell_result *res)
@@ -62,7 +65,7 @@ static json_t *error_json(const hxs_cell_result *res)
 
 json_t *cell_result_to_json(const hxs_cell_result *res, const hxs_session *s, const char *id)
 {
-        json_t *value = parsed(res->value_json, json_null());
+        json_t *value = parsed(res->value_json, false);
         json_t *plain = json_is_object(value) ? json_object_get(value, "text/plain") : NULL;
         char cell_id[32];
         snprintf(cell_id, sizeof(cell_id), "%" PRIu64, res->cell);
@@ -76,8 +79,8 @@ json_t *cell_result_to_json(const hxs_cell_result *res, const hxs_session *s, co
                               "execution_time_ms", (json_int_t)res->execution_time_ms,
                               "value", json_is_string(plain) ? plain : json_null(),
                               "value_data", value,
-                              "outputs", parsed(res->outputs_json, json_array()),
-                              "exception", parsed(res->exception_json, json_null()),
+                              "outputs", parsed(res->outputs_json, true),
+                              "exception", parsed(res->exception_json, false),
                               "error", error_json(res),
                               "files", files_to_json(res->files, res->n_files));
         if (o && s)

@@ -22,12 +22,14 @@
 #define SESSION_READY_MS 60000                  /* the driver says "ready" within (packages: the lifetime) */
 #define SESSION_OP_MS 30000                     /* a file operation (or a cell's files) is answered within */
 #define SESSION_DISPLAYS_MAX 256                /* display outputs a cell keeps */
+/* A file comes out in reads of at most this (its base64 line stays below SESSION_LINE_MAX). */
+#define SESSION_READ_CHUNK (2u << 20)
 #define SESSION_DRIVER "/opt/hexr-session/driver.py"
 
 typedef enum item_kind { ITEM_CELL, ITEM_PUT, ITEM_GET, ITEM_LIST } item_kind;
 
 /* Where a running cell is: its files going in, its code, its files coming out. */
-typedef enum cell_phase { PHASE_PUT, PHASE_EXEC, PHASE_COLLECT } cell_phase;
+typedef enum cell_phase { PHASE_PUT, PHASE_EXEC, PHASE_COLLECT, PHASE_FETCH } cell_phase;
 
 typedef struct session_item session_item;
 
@@ -63,6 +65,10 @@ struct session_item {
         json_t *value, *exception;
         size_t cap_files;
         uint64_t files_bytes;
+        size_t fetch;                   /* PHASE_FETCH: the file of res.files being read */
+        size_t last_read;               /* bytes the last read gave (get, fetch) */
+        unsigned reads;                 /* reads sent so far, for their ids */
+        bool fetch_failed;              /* the file being read could not be taken whole */
         /* a file operation */
         char path[256];
         unsigned char *data;            /* put: the bytes */
@@ -122,3 +128,7 @@ int proto_bytes(json_t *ev, unsigned char **ret, size_t *ret_len);
 /* session-files.c: a path from the driver, to a normalised relative one (false: not
  * one we take). */
 bool files_path_ok(const char *in, char *out, size_t out_size);
+/* Sends a read of path from offset (at most SESSION_READ_CHUNK), as command id. */
+void files_send_read(hxs_session *s, const char *id, const char *path, uint64_t offset);
+/* Appends a file event's bytes to *data (at most max in all; past it -E2BIG). */
+int files_append(json_t *ev, unsigned char **data, size_t *len, size_t max, size_t *ret_got);

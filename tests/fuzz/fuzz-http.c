@@ -57,6 +57,8 @@
 #include "server/call.h"
 #include "server/http.h"
 #include "server/log.h"
+#include "mcp/mcp.h"
+#include "server/mcp-sessions.h"
 #include "server/session-call.h"
 #include "server/sessions.h"
 #include "server/loop.h"
@@ -437,6 +439,23 @@ int session_call_headers(call *c, const char *method, const char *url, uint64_t 
 void session_call_complete(call *c)
 {
         c->state = CALL_REPLY;
+}
+
+/* The MCP session tools are stubbed as the sessions are: answered at once. */
+void mcp_sessions_route(call *c)
+{
+        size_t n = 0;
+        free(c->reply);
+        c->reply = mcp_run_error(c->mcp, "sessions are stubbed", &n);
+        CHECK(c->reply != NULL);
+        c->reply_len = n;
+        c->status = 200;
+        c->state = CALL_REPLY;
+}
+
+void mcp_sessions_cancel_call(call *c)
+{
+        /* nothing waits here */
 }
 
 void session_call_forget(call *c)

@@ -72,6 +72,24 @@ def test_no_pyplot_no_files() -> None:
     assert res.stdout == "False\n" and res["files"] == [], res.describe()
 
 
+# The hooks come compiled at build time for this Python (no .pyc can be written in the
+# read-only root, so their source would be compiled at every cold start), and the
+# sitecustomize that loads them leaves nothing behind in its module.
+HOOKS_PRECOMPILED = r"""
+import importlib.util, sys, sitecustomize
+d = "/etc/python%d.%d/" % sys.version_info[:2]
+print(open(d + "hxs_charts.pyc", "rb").read(4) == importlib.util.MAGIC_NUMBER)
+print(sorted(k for k in vars(sitecustomize) if not k.startswith("__")))
+print(sys.meta_path[0].__qualname__)
+"""
+
+
+def test_hooks_are_precompiled_for_this_python() -> None:
+    res = run_exec(HOOKS_PRECOMPILED, "python")
+    assert res.stdout.splitlines() == ["True", "['sys']", "_hxs_charts_install.<locals>._HxsPyplotHook"], \
+        res.describe()
+
+
 def test_charts_warm(service_url) -> None:
     wait_warm_ready(service_url)
     for _ in range(3):  # warm templates serve some of these once ready

@@ -400,3 +400,61 @@ def test_cli_session_keeps_state_between_cells(own_state):
     p = subprocess.run([BIN, "session", "-t", "1"], input="while True: pass\n%%\n'after'\n", capture_output=True,
                        text=True, env=env, timeout=60)
     assert p.stdout == "'after'\n" and "time limit of 1 s" in p.stderr and p.returncode == 1, (p.stdout, p.stderr)
+
+
+def test_large_files_come_out_whole(api, py):
+    # larger than one protocol line may carry: read in chunks
+    big = 5 << 20
+    res = api.cell(py, f"import os\nos.makedirs('output', exist_ok=True)\n"
+                       f"open('output/big.bin', 'wb').write(bytes(range(256)) * ({big} // 256))")
+    assert res["status"] == "ok" and res["session"]["state"] == "idle", res
+    (f,) = res["files"]
+    assert f["path"] == "output/big.bin" and f["size"] == big and not f["truncated"], {k: f[k] for k in ("size", "truncated")}
+    assert base64.b64decode(f["content"]) == bytes(range(256)) * (big // 256)
+    conn = connection(api.svc.url, 60)
+    conn.request("GET", f"{PREFIX}/{py}/files/output/big.bin")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.read() == bytes(range(256)) * (big // 256)
+    conn.close()
+    data = os.urandom(3 << 20)
+    status, _, res = api.call("PUT", f"{PREFIX}/{py}/files/up.bin", data, PREFIX + "/{id}/files/{path}",
+                              headers={"Content-Type": "application/octet-stream"})
+    assert status == 201 and res["size"] == len(data), res
+    assert api.cell(py, "import hashlib\nhashlib.sha256(open('up.bin','rb').read()).hexdigest()")["value"] == \
+        repr(__import__("hashlib").sha256(data).hexdigest())
+
+
+def test_a_cell_as_multipart_with_files(api, py):
+    import uuid
+    boundary = "hxs" + uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"request\"\r\n"
+            f"Content-Type: application/json\r\n\r\n").encode()
+    body += json.dumps({"code": "open('in/data.bin', 'rb').read().count(b'z')", "return_files": ["in/*"]}).encode()
+    body += (f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"in/data.bin\"\r\n"
+             f"Content-Type: application/octet-stream\r\n\r\n").encode() + b"z" * 100000
+    body += f"\r\n--{boundary}--\r\n".encode()
+    status, _, res = api.call("POST", f"{PREFIX}/{py}/exec", body, PREFIX + "/{id}/exec",
+                              headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 200 and res["value"] == "100000", res
+    assert [f["path"] for f in res["files"]] == ["in/data.bin"] and res["files"][0]["size"] == 100000
+
+
+def test_a_driver_that_dies_ends_the_session_as_crashed(api, py):
+    res = api.cell(py, "import os\nos._exit(3)")
+    assert res["status"] == "session_ended" and res["session"]["ended_reason"] == "crashed", res
+    assert "status 3" in res["session"]["ended_message"], res
+    status, _, err = api.call("GET", f"{PREFIX}/{py}/files", doc_path=PREFIX + "/{id}/files")
+    assert status == 410 and err["error"]["code"] == "session_ended", err
+
+
+def test_a_stream_client_that_leaves_does_not_end_the_session(svc, api, py):
+    conn = connection(svc.url, 30)
+    conn.request("POST", f"{PREFIX}/{py}/exec", body=json.dumps({"code": "import time\nprint('a', flush=True)\n"
+                                                                          "time.sleep(1)\ny = 5"}),
+                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    resp.fp.readline()  # the first event has begun
+    conn.close()
+    # the cell ran on, unheard; the next one waits for it
+    assert api.cell(py, "y")["value"] == "5"

@@ -92,12 +92,6 @@ test("http: the answers the transport promises: JSON, 202, 400, 403 for Origin, 
   const ct = await post(svc.url, INIT, { "Content-Type": "text/plain" });
   assert.equal(ct.status, 415);
 
-  // the session tools are listed (one protocol for both transports) but served over stdio only
-  const st = await post(svc.url, { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "session_create", arguments: {} } });
-  assert.equal(st.status, 200);
-  const res = JSON.parse(st.text).result;
-  assert.equal(res.isError, true);
-  assert.match(res.content[0].text, /not served over HTTP yet/);
 });
 
 test("http: a call streams progress as events when the client accepts them, and is logged and counted", async () => {
@@ -151,12 +145,24 @@ test("http: a caller the allowlist does not name is refused, one it names runs c
     await assert.rejects(connectTo(s.url), /forbidden/); // no identity at all
 
     const alice = { "X-Forwarded-Client-Cert": `URI=${TD}/agents/alice` };
+    const bob = { "X-Forwarded-Client-Cert": `URI=${TD}/agents/bob` };
     const { client, close } = await connectTo(s.url, alice);
+    const other = await connectTo(s.url, bob);
     try {
       const res = await client.callTool({ name: "run_code", arguments: { code: "print('hi')" } });
       assert.equal(res.structuredContent.stdout, "hi\n");
+      // a session is its caller's: another caller cannot name it
+      const sid = (await client.callTool({ name: "session_create", arguments: { language: "bash" } })).structuredContent.id;
+      assert.equal((await client.callTool({ name: "session_exec", arguments: { session_id: sid, code: "X=1" } })).isError, false);
+      const theirs = await other.client.callTool({ name: "session_exec", arguments: { session_id: sid, code: "echo hi" } });
+      assert.equal(theirs.isError, true);
+      assert.match(theirs.content[0].text, /^session_id: no open session/);
+      const again = await client.callTool({ name: "session_exec", arguments: { session_id: sid, code: "echo $X" } });
+      assert.equal(again.structuredContent.stdout, "1\n");
+      await client.callTool({ name: "session_close", arguments: { session_id: sid } });
     } finally {
       await close();
+      await other.close();
     }
   } finally {
     assert.equal(await s.stop(), 0);

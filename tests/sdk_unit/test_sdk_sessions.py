@@ -423,3 +423,25 @@ def test_async_ended_session(service: FakeServer) -> None:
         await s.close()
 
     asyncio.run(main())
+
+
+def test_session_ended_error_pickles_with_its_reason() -> None:
+    import pickle
+
+    err = SessionEndedError("gone", reason="lifetime", session_id="s-9")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is SessionEndedError and isinstance(back, SandboxRequestError)
+    assert (back.message, back.status, back.code, back.reason, back.session_id) == (
+        "gone", 410, "session_ended", "lifetime", "s-9")
+
+
+def test_async_session_starts_on_first_use(service: FakeServer) -> None:
+    async def main() -> None:
+        s = AsyncSession(url=service.url)
+        assert s.id == "" and not service.requests
+        assert (await s.exec("2 + 2")).value == "4"
+        assert s.id == "s-1"
+        await s.close()
+
+    asyncio.run(main())
+    assert [r.method for r in service.requests] == ["POST", "POST", "DELETE"]

@@ -348,6 +348,42 @@ static void test_result_fields(void **state)
         json_decref(o);
 }
 
+/* The reply text is converted eight bytes at a time where it can: every byte that needs
+ * care (controls, the quote, the backslash, DEL, UTF-8 and broken UTF-8), at every place
+ * in and around a word, must still come out as jansson dumps the lossy string. */
+static void test_result_text_is_jansson_dump(void **state)
+{
+        static const char *const specials[] = { "\n", "\"", "\\", "\x01", "\x1f", " ", "\x7f",
+                                                "\xc3\xa9", "\xe2\x98\x83", "\xff", "\xc3", "/" };
+        char in[64];
+
+        for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++) {
+                for (size_t at = 0; at < 24; at++) {
+                        size_t sl = strlen(specials[k]), len = at + sl + (at % 11);
+                        memset(in, 'a' + (int)(at % 26), sizeof(in));
+                        memcpy(in + at, specials[k], sl);
+                        hxs_result res = { 0 };
+                        res.stdout_data = malloc(len + 1);
+                        memcpy(res.stdout_data, in, len);
+                        res.stdout_data[len] = '\0';
+                        res.stdout_len = len;
+                        size_t tl = 0;
+                        char *text = hxs_result_to_text(&res, NULL, &tl);
+                        json_t *o = result_to_json(&res, NULL);
+                        char *want = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                        assert_non_null(text);
+                        assert_non_null(want);
+                        if (strcmp(text, want) != 0)
+                                fail_msg("special %zu at %zu:\n%s\n%s", k, at, text, want);
+                        assert_int_equal(tl, strlen(want));
+                        free(text);
+                        free(want);
+                        json_decref(o);
+                        hxs_result_clear(&res);
+                }
+        }
+}
+
 static int setup(void **state)
 {
         hxs_config_defaults(&cfg);
@@ -364,7 +400,7 @@ int main(void)
                 cmocka_unit_test(test_unknown_fields), cmocka_unit_test(test_duplicates),
                 cmocka_unit_test(test_malformed),     cmocka_unit_test(test_validate_runs),
                 cmocka_unit_test(test_lossy_utf8),    cmocka_unit_test(test_lossy_copy),
-                cmocka_unit_test(test_result_fields),
+                cmocka_unit_test(test_result_fields), cmocka_unit_test(test_result_text_is_jansson_dump),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }

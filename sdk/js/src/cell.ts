@@ -9,9 +9,11 @@
 import {
   bad,
   boolField,
+  encodeFile,
   errorField,
   type ExecError,
   type FileInfo,
+  type FileResponse,
   filesField,
   idField,
   numberField,
@@ -67,6 +69,25 @@ export interface SessionFile {
   readonly path: string;
   readonly type: "file" | "dir" | "other" | (string & Record<never, never>);
   readonly size: number;
+}
+
+/** A cell result in the service's shape (snake_case, as on the wire). */
+export interface CellResponse {
+  id?: string;
+  status: string;
+  stdout: string;
+  stderr: string;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  stdout_omitted_bytes?: number;
+  stderr_omitted_bytes?: number;
+  execution_time_ms: number;
+  value: string | null;
+  value_data: MimeBundle | null;
+  outputs: { type: string; data: MimeBundle }[];
+  exception: { type: string; message: string; traceback: string } | null;
+  error: { type: string; message: string } | null;
+  files?: FileResponse[];
 }
 
 /** How a cell ended (`status`). */
@@ -147,7 +168,8 @@ function outputsField(doc: Record<string, unknown>): CellOutput[] {
  * The outcome of one cell of a {@link Session}. A cell that raises is a result too
  * (`status` `exception`, see {@link exception}); only a session that ended throws.
  *
- * Fields are the Python SDK's `ExecResult` of a session, in camelCase.
+ * Fields are the Python SDK's `CellResult`, in camelCase. Not an `ExecResult`: a cell
+ * has no exit status, memory figure or signal of its own (`ok` says how it ended).
  */
 export class CellResult {
   /** The cell's identifier (`id`), or `null`. */
@@ -212,6 +234,36 @@ export class CellResult {
   /** Alias of {@link stdout}. */
   get output(): string {
     return this.stdout;
+  }
+
+  /** `image/png` of the value as bytes (a matplotlib Figure), or `null`. */
+  get png(): Uint8Array | null {
+    const b64 = this.valueData?.["image/png"];
+    return typeof b64 === "string" ? new Uint8Array(Buffer.from(b64, "base64")) : null;
+  }
+
+  /**
+   * The result in the service's shape (what `JSON.stringify` gives; the Python SDK's
+   * `to_dict()`); `session` is left out.
+   */
+  toJSON(): CellResponse {
+    const data: CellResponse = {
+      status: this.status, stdout: this.stdout, stderr: this.stderr,
+      stdout_truncated: this.stdoutTruncated, stderr_truncated: this.stderrTruncated,
+      execution_time_ms: this.durationMs, value: this.value, value_data: this.valueData,
+      outputs: this.outputs.map((o) => ({ type: o.type, data: o.data })),
+      exception: this.exception === null ? null : { ...this.exception },
+      error: this.error === null ? null : { type: this.error.type, message: this.error.message },
+    };
+    if (this.id !== null) data.id = this.id;
+    if (this.fileInfo.length > 0) {
+      data.files = this.fileInfo.map((f) => encodeFile(f, this.files.get(f.path) ?? new Uint8Array()));
+    }
+    if (this.stdoutOmittedBytes || this.stderrOmittedBytes) {
+      data.stdout_omitted_bytes = this.stdoutOmittedBytes;
+      data.stderr_omitted_bytes = this.stderrOmittedBytes;
+    }
+    return data;
   }
 
   /**

@@ -67,6 +67,7 @@ export { type CellEvent, type CellOptions, Session, type SessionCallOptions, typ
 export {
   type CellException,
   type CellOutput,
+  type CellResponse,
   CellResult,
   type CellStatus,
   type MimeBundle,

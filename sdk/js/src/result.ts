@@ -87,7 +87,8 @@ export function decodeFile(data: unknown, where = "files[]"): { info: FileInfo; 
   return { info, content };
 }
 
-function encodeFile(info: FileInfo, content: Uint8Array): FileResponse {
+/** @internal A returned file in the service's shape (toJSON). */
+export function encodeFile(info: FileInfo, content: Uint8Array): FileResponse {
   const bytes = Buffer.from(content.buffer, content.byteOffset, content.byteLength);
   let text: string | null = null;
   if (info.mime.startsWith("text/")) {

@@ -59,7 +59,11 @@ export interface CellOptions {
   onStderr?: (text: string) => unknown;
   /** Called with each mime bundle the cell displays (a chart as `image/png`). */
   onDisplay?: (data: MimeBundle) => unknown;
-  /** Closes the connection and rejects with the signal's reason. */
+  /**
+   * Stops waiting: the connection is closed and the call rejects with the signal's
+   * reason. The service lets the cell run on to its end or its `timeout` (its state is
+   * the session's), and the next cell waits for it; give cells a `timeout` to bound that.
+   */
   signal?: AbortSignal;
 }
 

@@ -1,7 +1,8 @@
 /**
  * Sessions against the real service: state kept across cells in Python, JavaScript
  * and Bash; the last expression's value and its mime bundle; a chart displayed and
- * streamed; an exception and an interrupted cell as results (the state kept); files
+ * streamed; an exception and an interrupted cell as results (the state kept); a cell
+ * its caller stopped waiting for runs on, and the next one follows it; files
  * written, read and listed; `await using` and `close()` (the id is gone afterwards);
  * SessionEndedError for a session closed, idle past its timeout, or killed at its
  * memory limit; 429 past MAX_SESSIONS.
@@ -78,6 +79,18 @@ describe("cells", () => {
     assert.equal(t.error?.type, "timeout");
     assert.equal(t.stdout, "waiting\n");
     assert.equal((await s.exec("kept")).value, "'yes'");
+  });
+
+  test("a cell whose caller stopped waiting (signal) runs on to its end; the next cell follows it", async () => {
+    await using s = await Session.create({ client });
+    const controller = new AbortController();
+    const cell = s.exec("import time\nprint('started', flush=True)\ntime.sleep(1)\ndone = 'yes'", {
+      signal: controller.signal,
+      onStdout: () => controller.abort(),
+    });
+    await assert.rejects(cell, { name: "AbortError" });
+    assert.equal(s.ended, false);
+    assert.equal((await s.exec("done")).value, "'yes'");
   });
 
   test("JavaScript and Bash sessions keep theirs", async () => {

@@ -214,6 +214,14 @@ describe("cells", () => {
     assert.deepEqual([...r.files.get("output/figure-1.png")!], [0, 1, 2]);
     assert.equal(r.session?.cells, 1);
     assert.equal(s.last.cells, 1);
+    assert.equal(r.png, null);
+    // toJSON is the service's shape (without the session): decoded again, the same result
+    const again = CellResult.fromResponse(JSON.parse(JSON.stringify(r)));
+    assert.deepEqual({ ...again, session: null }, { ...r, session: null });
+    assert.deepEqual([...again.files.get("output/figure-1.png")!], [0, 1, 2]);
+    assert.equal(JSON.parse(JSON.stringify(r))["exit_code"], undefined);
+    const fig = CellResult.fromResponse({ status: "ok", value: "<Figure>", value_data: { "image/png": "AAEC" } });
+    assert.deepEqual([...fig.png!], [0, 1, 2]);
     const seen = svc.seen.at(-1)!;
     assert.equal(seen.path, "/api/v1/sessions/s1/exec");
     assert.deepEqual(body(seen), {

@@ -169,7 +169,7 @@ static const setting settings[] = {
           SET_BOOL, offsetof(hxs_config, allow_non_loopback), 0, 0, 0 },
         { { "QUOTA_CONCURRENT_PER_CALLER", "0", "executions one caller may have running or queued (0: no per-caller limit)" },
           SET_UINT, U32(quota_concurrent), 0, 4096 },
-        { { "QUOTA_RUNNING_PER_CALLER", "0", "executions one caller may have running; more wait (0: with identities, MAX_CONCURRENT less a quarter, at least 1 slot kept for others)" },
+        { { "QUOTA_RUNNING_PER_CALLER", "0", "executions one caller may have running; more wait (0: with identities, MAX_CONCURRENT less a quarter, at least 1 slot kept for others); below MAX_CONCURRENT, a caller also holds at most that share of MEMORY_BUDGET_MB" },
           SET_UINT, U32(quota_running), 0, 4096 },
         { { "QUOTA_PER_MINUTE", "0", "executions one caller may start per minute (0: no limit)" },
           SET_UINT, U32(quota_per_minute), 0, 1000000 },

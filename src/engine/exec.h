@@ -55,7 +55,7 @@ void exec_free(hxs_exec *x);
 /* Interactive stdin (sessions). The caller queues bytes for the running program;
  * the backend (BACKEND_INTERACTIVE, its stdin_more op) writes them as its fd allows.
  * Bytes queued before the backend has started go once it has. */
-#define EXEC_STDIN_QUEUE_MAX (64u << 20)
+#define EXEC_STDIN_QUEUE_MAX (256u << 20)   /* a session's largest put (SESSION_PUT_MAX) as base64 */
 /* 0, -EPIPE once stdin is closed or the execution ended, -ENOBUFS past the queue's
  * bound, -ENOMEM, -EINVAL for an execution that is not interactive. */
 int exec_stdin_write(hxs_exec *x, const void *data, size_t len);

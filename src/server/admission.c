@@ -190,6 +190,7 @@ static int start(call *c)
         srv->adm->n_running++;
         srv->adm->mem_held_mb += c->memory_mb;
         c->cs->running++;
+        c->cs->memory_mb += c->memory_mb;
         c->state = CALL_RUNNING;
         return 0;
 }
@@ -327,6 +328,7 @@ static void drop_exec(call *c)
         srv->adm->n_running--;
         srv->adm->mem_held_mb -= c->memory_mb;
         c->cs->running--;
+        c->cs->memory_mb -= c->memory_mb;
         c->cs = NULL;
 }
 
@@ -436,8 +438,8 @@ static void tick(void *data, uint64_t now)
                         /* It waited for its own executions, not for the others'. */
                         char msg[240];
                         snprintf(msg, sizeof(msg),
-                                 "this caller's %u running executions hold all the slots one caller may "
-                                 "(QUOTA_RUNNING_PER_CALLER %u), and none ended within %us; retry later",
+                                 "this caller's %u running executions hold all the slots (QUOTA_RUNNING_PER_CALLER %u), "
+                                 "or the share of the memory budget, one caller may, and none ended within %us; retry later",
                                  running, callers_share(srv->callers), srv->cfg.queue_timeout_s);
                         reject_quota(c, admission_retry_after(srv), msg);
                 } else {

@@ -37,6 +37,7 @@ struct callers {
         const hxs_config *cfg;          /* the quotas, METRICS_CALLERS */
         metrics *m;                     /* where the caller labels are kept */
         uint32_t share;                 /* QUOTA_RUNNING_PER_CALLER in effect (0: none) */
+        uint64_t memory_share_mb;       /* of MEMORY_BUDGET_MB, alike (0: none) */
         struct caller_list all;         /* most recent first */
         struct caller_list rr;          /* callers with waiting calls, next turn first */
         uint32_t n;
@@ -93,6 +94,11 @@ int callers_new(const hxs_config *cfg, metrics *m, uint32_t share, callers **ret
 uint32_t callers_share(const callers *cl)
 {
         return cl->share;
+}
+
+void callers_set_memory_share(callers *cl, uint64_t mb)
+{
+        cl->memory_share_mb = mb;
 }
 
 const char *callers_label(const metrics *m, int label)
@@ -229,7 +235,8 @@ void callers_unqueue(callers *cl, call *c)
 
 bool callers_may_run(const callers *cl, const caller_state *cs)
 {
-        return !cl->share || cs->running < cl->share;
+        return (!cl->share || cs->running < cl->share) &&
+               (!cl->memory_share_mb || cs->memory_mb < cl->memory_share_mb);
 }
 
 bool callers_waiting_may_run(const callers *cl)

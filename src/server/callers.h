@@ -15,6 +15,7 @@ typedef struct callers callers;
 typedef struct caller_state {
         char *id;                       /* SPIFFE ID, "" for anonymous */
         uint32_t running, queued;
+        uint64_t memory_mb;             /* memory_mb of its running executions */
         uint64_t tokens_milli;          /* QUOTA_PER_MINUTE bucket, thousandths */
         uint64_t refilled_ms;
         int label;                      /* metrics label index; the "other" index if none */
@@ -34,6 +35,10 @@ TAILQ_HEAD(caller_list, caller_state);
 int callers_new(const hxs_config *cfg, metrics *m, uint32_t share, callers **ret);
 void callers_free(callers *cl);                 /* NULL is fine */
 uint32_t callers_share(const callers *cl);
+/* The memory one caller's running executions may hold before its next waits (0: no
+ * limit): with a share of slots, the same share of MEMORY_BUDGET_MB, so that a caller
+ * cannot hold the whole budget while others wait either. */
+void callers_set_memory_share(callers *cl, uint64_t mb);
 /* The caller's state, created if new; NULL when CALLERS_MAX are all busy. */
 caller_state *callers_get(callers *cl, const char *id);
 /* Takes one execution from the per-minute bucket: true, or false and the seconds
@@ -47,6 +52,6 @@ void callers_unqueue(callers *cl, call *c);
 call *callers_next(callers *cl);
 /* The call callers_next would take now, left where it is. */
 call *callers_peek(const callers *cl);
-bool callers_may_run(const callers *cl, const caller_state *cs); /* below its share */
+bool callers_may_run(const callers *cl, const caller_state *cs); /* below its shares */
 bool callers_waiting_may_run(const callers *cl); /* a waiting caller is below its share */
 const char *callers_label(const metrics *m, int label);

@@ -328,6 +328,9 @@ static int open_all(server *srv, hxs_error *err)
         if (admission_setup(srv) < 0 || callers_new(&srv->cfg, &srv->m, share, &srv->callers) < 0 || records_new(srv->cfg.execution_records, &srv->records) < 0 ||
             conn_setup(srv) < 0 || stream_setup(srv) < 0 || sessions_setup(srv) < 0)
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        if (share && share < srv->cfg.max_concurrent)
+                callers_set_memory_share(srv->callers, (uint64_t)srv->cfg.memory_budget_mb * share /
+                                                               srv->cfg.max_concurrent);
         pool_watch(srv);
         r = start_mhd(srv);
         if (r < 0)

@@ -530,6 +530,8 @@ static void file_op(call *c)
                 c->retry_after_s = 1;
         } else if (r == -ESHUTDOWN) {
                 session_ended(c, ls);
+        } else if (r == -E2BIG) {
+                call_set_error(c, 413, "too_large", err.message);
         } else if (r < 0) {
                 call_set_engine_error(c, &err, "the file operation could not be queued");
         } else {

@@ -67,6 +67,16 @@ int hxs_session_exec(hxs_session *s, const hxs_request *cell, const hxs_cell_cal
                 hxs_request_free(req);
                 return r;
         }
+        for (size_t i = 0; i < req->n_files; i++) {
+                uint64_t n = req->files[i].fd >= 0 ? req->files[i].size : req->files[i].len;
+                if (n > SESSION_PUT_MAX) {
+                        int e = err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "files",
+                                               "files: %s: %llu bytes exceeds a session's maximum %u",
+                                               req->files[i].path, (unsigned long long)n, SESSION_PUT_MAX);
+                        hxs_request_free(req);
+                        return e;
+                }
+        }
         session_item *it = calloc(1, sizeof(*it));
         if (!it) {
                 hxs_request_free(req);

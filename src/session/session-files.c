@@ -67,9 +67,10 @@ static int enqueue_op(hxs_session *s, item_kind kind, const char *path, const vo
         it->fn = fn;
         it->userdata = userdata;
         int r = check_path(path, kind == ITEM_LIST, it->path, err);
-        if (r == 0 && kind == ITEM_PUT && len > s->cfg->max_file_bytes)
-                r = err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "path", "%s: %zu bytes exceeds the maximum %u",
-                                   it->path, len, s->cfg->max_file_bytes);
+        size_t max = s->cfg->max_file_bytes < SESSION_PUT_MAX ? s->cfg->max_file_bytes : SESSION_PUT_MAX;
+        if (r == 0 && kind == ITEM_PUT && len > max)
+                r = err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "path", "%s: %zu bytes exceeds the maximum %zu",
+                                   it->path, len, max);
         if (r == 0 && kind == ITEM_PUT && !(it->data = malloc(len ? len : 1)))
                 r = err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
         if (r < 0) {

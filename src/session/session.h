@@ -24,6 +24,9 @@
 #define SESSION_DISPLAYS_MAX 256                /* display outputs a cell keeps */
 /* A file comes out in reads of at most this (its base64 line stays below SESSION_LINE_MAX). */
 #define SESSION_READ_CHUNK (2u << 20)
+/* A file goes in as one command: at most this (and MAX_FILE_BYTES), its base64 within
+ * the execution's stdin queue (EXEC_STDIN_QUEUE_MAX). */
+#define SESSION_PUT_MAX (128u << 20)
 #define SESSION_DRIVER "/opt/hexr-session/driver.py"
 
 typedef enum item_kind { ITEM_CELL, ITEM_PUT, ITEM_GET, ITEM_LIST } item_kind;

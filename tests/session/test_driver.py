@@ -232,6 +232,33 @@ def test_python_interrupt_stops_a_blocking_sleep_and_a_busy_loop(py):
     assert py.done("s2", 10)["status"] == "interrupted"
 
 
+def test_python_interrupt_stops_what_the_cell_started_and_spares_earlier_children(py):
+    py.cell("import subprocess\nserver = subprocess.Popen(['sleep', '300'])")
+    py.send(op="exec", id="s1", code="import os\nos.system('sleep 100')\nprint('not reached')")
+    time.sleep(0.7)
+    t = time.monotonic()
+    py.send(op="interrupt", id="s1")
+    d = py.done("s1", 10)
+    assert d["status"] == "interrupted" and time.monotonic() - t < 5
+    assert "not reached" not in "".join(e.get("text", "") for e in py.of("s1"))
+    py.send(op="exec", id="s2", code="import subprocess\nsubprocess.run(['sh', '-c', 'sleep 100; echo x'])")
+    time.sleep(0.7)
+    py.send(op="interrupt", id="s2")
+    assert py.done("s2", 10)["status"] == "interrupted"
+    assert py.cell("server.poll()")["value"] is None        # still running
+    py.cell("server.kill(); server.wait()")
+
+
+@pytest.mark.parametrize("wait", ["time.sleep(100)", "while True:\n        pass"])
+def test_python_interrupt_is_raised_once(py, wait):
+    py.send(op="exec", id="s", code="import time\ncaught = 0\ntry:\n    %s\nexcept KeyboardInterrupt:\n"
+                                   "    caught += 1\n    for i in range(3000000):\n        pass\ncaught" % wait)
+    time.sleep(0.5)
+    py.send(op="interrupt", id="s")
+    d = py.done("s", 10)
+    assert d["status"] == "ok" and d["value"]["text/plain"] == "1", d
+
+
 def test_python_interrupt_survives_a_cell_that_ignores_sigint(py):
     py.cell("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
     py.send(op="exec", id="s1", code="import time\ntime.sleep(100)")
@@ -564,6 +591,17 @@ def test_javascript_interrupt_keeps_state(start):
     j.send(op="interrupt", id="s3")
     assert j.done("s3", 10)["status"] == "interrupted"
     assert j.cell("kept")["value"]["text/plain"] == "'yes'"
+
+
+def test_javascript_interrupt_spares_what_earlier_cells_started(start):
+    j = start("javascript")
+    j.cell("const srv = require('child_process').spawn('sleep', ['300'])")
+    j.send(op="exec", id="s", code="require('child_process').execSync('sleep 100')")
+    time.sleep(0.7)
+    j.send(op="interrupt", id="s")
+    assert j.done("s", 10)["status"] == "interrupted"
+    assert j.cell("[srv.exitCode, srv.signalCode]")["value"]["text/plain"] == "[ null, null ]"
+    j.cell("srv.kill('SIGKILL')")
 
 
 def test_javascript_process_exit_restarts(start):

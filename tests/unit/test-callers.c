@@ -84,6 +84,33 @@ static void test_share_skips_a_busy_caller(void **state)
         callers_free(cl);
 }
 
+/* With a memory share, a caller holding it waits whatever its slots. */
+static void test_memory_share_skips_a_caller_holding_it(void **state)
+{
+        hxs_config_defaults(&cfg);
+        callers *cl = new_table(3);
+        caller_state *a = callers_get(cl, "spiffe://t/a"), *b = callers_get(cl, "spiffe://t/b");
+        call a1 = { 0 }, b1 = { 0 };
+
+        callers_set_memory_share(cl, 768);
+        a->running = 1;
+        a->memory_mb = 512;
+        assert_true(callers_may_run(cl, a)); /* below both shares */
+        a->running = 2;
+        a->memory_mb = 1024; /* two slots of three, but all of its memory */
+        assert_false(callers_may_run(cl, a));
+        assert_true(callers_may_run(cl, b));
+        wait_for_turn(cl, &a1, a);
+        wait_for_turn(cl, &b1, b);
+        assert_ptr_equal(callers_peek(cl), &b1);
+        assert_ptr_equal(callers_next(cl), &b1);
+        assert_null(callers_next(cl));
+        a->memory_mb = 256;
+        assert_ptr_equal(callers_peek(cl), &a1);
+        assert_ptr_equal(callers_next(cl), &a1);
+        callers_free(cl);
+}
+
 static void test_per_minute_bucket(void **state)
 {
         hxs_config_defaults(&cfg);
@@ -123,6 +150,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_turns_round_robin),
                 cmocka_unit_test(test_share_skips_a_busy_caller),
+                cmocka_unit_test(test_memory_share_skips_a_caller_holding_it),
                 cmocka_unit_test(test_per_minute_bucket),
                 cmocka_unit_test(test_labels_are_bounded),
         };

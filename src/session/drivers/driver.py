@@ -782,6 +782,7 @@ class ChildKernel:
         self.n = 0
         self.proc = None
         self._version = None
+        self.before = set()                 # node's children when the running cell began
         self.start()
 
     def start(self):
@@ -842,10 +843,24 @@ class ChildKernel:
         return self._version
 
     def interrupt(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        except OSError:
-            pass
+        if self.language == "bash":
+            # the foreground command and bash (whose trap ends the cell); a
+            # non-interactive bash's background jobs ignore SIGINT
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            except OSError:
+                pass
+            return
+        # node (breakOnSigint stops the cell) and what this cell started, not the
+        # processes earlier cells left running
+        pids = [self.proc.pid]
+        for child in child_pids(self.proc.pid) - self.before:
+            pids += [child] + sorted(descendants(child))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGINT)
+            except OSError:
+                pass
 
     def exec_cell(self, cid, code):
         self.n += 1
@@ -859,6 +874,7 @@ class ChildKernel:
         else:
             path = None
             msg = json.dumps({"op": "exec", "code": code}) + "\n"
+        self.before = child_pids(self.proc.pid)
         self.state.running = cid
         try:
             try:
@@ -995,25 +1011,71 @@ def handle_command(line, proto, state, files, cells, kernel):
                     "error": {"type": "ProtocolError", "message": "unknown op %r" % (op,)}})
 
 
+def child_pids(pid):
+    """The children of pid (every thread's), from /proc; empty where it cannot tell."""
+    out = set()
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                out.update(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def descendants(pid):
+    seen, todo = set(), [pid]
+    while todo and len(seen) < 10000:
+        for c in child_pids(todo.pop()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return seen
+
+
 class PythonInterrupt:
-    """interrupt for Python cells: SIGINT to the main thread, whose handler raises
+    """interrupt for Python cells: SIGINT to the processes the cell started (as a
+    terminal's Ctrl-C reaches its foreground job; those of earlier cells, a server left
+    running, are spared), and to the driver's main thread, whose handler raises
     KeyboardInterrupt only while a cell runs (so an interrupt that arrives as the cell
-    ends never hits the driver)."""
+    ends never hits the driver; a SIGINT from elsewhere is ignored). The signal wakes a blocking call (sleep, a wait);
+    _thread.interrupt_main marks it pending for Python itself too, so a cell inside
+    os.system(), which ignores SIGINT until its command ends, is interrupted as soon as
+    it returns."""
 
     def __init__(self, state):
         self.state = state
         self.main = threading.main_thread().ident
+        self.before = set()                  # children that were there when the cell began
+        self.pending = False                 # an interrupt not raised yet
         self.install()
 
     def on_sigint(self, signum, frame):
-        if self.state.running is not None:
+        # one KeyboardInterrupt per interrupt, though it arrives twice (signal and mark)
+        if self.state.running is not None and self.pending:
+            self.pending = False
             raise KeyboardInterrupt
 
     def install(self):
         # whatever the sandbox started us with (SIG_IGN is inherited through exec)
         signal.signal(signal.SIGINT, self.on_sigint)
+        self.pending = False
+        self.before = child_pids(os.getpid())
 
     def interrupt(self):
+        for child in child_pids(os.getpid()) - self.before:
+            for pid in [child] + sorted(descendants(child)):
+                try:
+                    os.kill(pid, signal.SIGINT)
+                except OSError:
+                    pass
+        import _thread
+        self.pending = True
+        _thread.interrupt_main(signal.SIGINT)
         signal.pthread_kill(self.main, signal.SIGINT)
 
 

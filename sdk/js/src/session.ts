@@ -249,6 +249,11 @@ export class Session implements AsyncDisposable {
     checkKeys("info options", options, CALL_OPTIONS);
     const doc = await this.#guard(() => this.#call({ method: "GET", path: this.#path(""), signal: options.signal }, [200]));
     this.#info = rethrown(this.#address, "the session", () => sessionInfo(doc));
+    if (this.#info.state === "ended") {
+      // Ended sessions stay visible for a while: what it says is the next calls' error.
+      const why = this.#info.endedMessage ?? this.#info.endedReason ?? "ended";
+      this.#end(`session ${this.id} has ended: ${why}`, this.#info.endedReason, 410);
+    }
     return this.#info;
   }
 

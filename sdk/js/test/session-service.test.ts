@@ -143,16 +143,23 @@ describe("ending", () => {
 
   test("idle past its timeout: ended by the service, with the reason", async () => {
     const s = await Session.create({ client, idleTimeout: 1 });
+    const other = await Session.create({ client, idleTimeout: 1 });
     await waitFor(async () => (await s.info()).state === "ended", 60, "the idle session to end");
     assert.equal(s.last.endedReason, "idle_timeout");
+    assert.equal(s.ended, true, "info() saying ended ends it here too");
     await assert.rejects(s.exec("1"), (err: unknown) => {
       assert.ok(err instanceof SessionEndedError, String(err));
-      assert.equal(err.status, 410);
       assert.equal(err.reason, "idle_timeout");
       assert.equal(err.sessionId, s.id);
       return true;
     });
     await s.close();
+    // Asked without looking first: the service's 410 says it
+    await waitFor(async () => (await rawRequest(svc.url, "GET", `/api/v1/sessions/${other.id}`)).text.includes('"ended"'),
+      60, "the other idle session to end");
+    await assert.rejects(other.exec("1"), (err: unknown) =>
+      err instanceof SessionEndedError && err.status === 410 && err.reason === "idle_timeout");
+    await other.close();
   });
 
   test("killed at its memory limit: the cell's result says so, then SessionEndedError", async () => {

@@ -431,13 +431,18 @@ describe("ending", () => {
     assert.equal(t.ended, true);
   });
 
-  test("info() asks the service", async () => {
+  test("info() asks the service; an ended session it shows ends the object too", async () => {
     const s = await Session.create({ client: client() });
     sessions.get("s1")!.cells = 3;
     const info = await s.info();
     assert.equal(info.cells, 3);
     assert.equal(s.last.cells, 3);
     assert.equal(svc.seen.at(-1)!.method, "GET");
+    sessions.get("s1")!.ended = "lifetime";
+    assert.equal((await s.info()).state, "ended");
+    assert.equal(s.ended, true);
+    await assert.rejects(s.exec("1"), (err: unknown) =>
+      err instanceof SessionEndedError && err.reason === "lifetime" && err.message === "session s1 has ended: ended: lifetime");
   });
 });
 

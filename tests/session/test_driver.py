@@ -633,4 +633,3 @@ def test_huge_output_of_children_is_all_there_before_done(start, language, code)
     r = d.cell(code, timeout=120)
     assert r["status"] == "ok", r
     assert r["stdout"].endswith("tail\n") and len(r["stdout"]) > 5000000
-

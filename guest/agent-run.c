@@ -105,6 +105,24 @@ static int make_env(const hxp_run *run, char ***ret)
         return 0;
 }
 
+/* A session's argv from RUN (free with strv_free); *ret NULL without one. */
+static int make_argv(const hxp_run *run, char ***ret)
+{
+        *ret = NULL;
+        if (run->n_argv == 0)
+                return 0;
+        char **argv = calloc(run->n_argv + 1, sizeof(char *));
+        if (!argv)
+                return -ENOMEM;
+        for (size_t i = 0; i < run->n_argv; i++)
+                if (!(argv[i] = strndup((const char *)run->argv[i], run->argv_len[i]))) {
+                        strv_free(argv);
+                        return -ENOMEM;
+                }
+        *ret = argv;
+        return 0;
+}
+
 /* Born in the sandbox's cgroup: nothing to move afterwards. */
 static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err)
 {
@@ -157,14 +175,15 @@ int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *
         if (cg_fd < 0)
                 return cg_fd;
         _cleanup_close_ int psi_fd = open(CG_DIR "/memory.pressure", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-        char **envp = NULL;
+        char **envp = NULL, **argv = NULL;
         if (psi_fd < 0 || write(psi_fd, PSI_TRIGGER, strlen(PSI_TRIGGER) + 1) < 0)
                 r = err_fail(err, HXS_ERR_SETUP, -errno, "setting the memory pressure trigger: %s", strerror(errno));
-        else if ((r = make_env(run, &envp)) < 0)
+        else if ((r = make_env(run, &envp)) < 0 || (r = make_argv(run, &argv)) < 0)
                 err_fail(err, HXS_ERR_SETUP, r, "writing the payload: %s", strerror(-r));
         else if (mkdir(MOUNTPOINT, 0700) < 0 && errno != EEXIST)
                 r = err_fail(err, HXS_ERR_SETUP, -errno, "creating the sandbox's mount point: %s", strerror(errno));
         if (r < 0) {
+                strv_free(envp);
                 (void)rmdir(CG_DIR);
                 return r;
         }
@@ -175,7 +194,11 @@ int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,
-                        .interpreter = runtime_table[run->language].path,
+                        .interpreter = argv ? argv[0] : runtime_table[run->language].path,
+                        .argv = argv,
+                        /* a session's drivers, as the namespace backend gives them */
+                        .drivers = run->interactive ? driver_files : NULL,
+                        .drivers_bytes = run->interactive ? ns_drivers_bytes(driver_files) : 0,
                         .code_name = runtime_table[run->language].file,
                         .memory_mb = run->memory_mb,
                         .init_fd = -1, /* PID 1 stays this agent's copy: nothing in it to hide */
@@ -183,13 +206,14 @@ int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *
                         .has_files = files_fd >= 0, .files_fd = files_fd,
                 },
                 .code = (const char *)code, .code_len = run->code_len, .envp = envp,
-                .with_stdin = run->stdin_len > 0, .uid_base = AGENT_UID_BASE,
+                .with_stdin = run->stdin_len > 0 || run->interactive, .uid_base = AGENT_UID_BASE,
                 .clone = clone_into_cgroup, .ctx = &cg_fd,
         };
         uint64_t started = agent_now_ns();
         ns_child c;
         r = ns_spawn(&sa, &c, err);
         strv_free(envp);
+        strv_free(argv);
         *job = (agent_job){ .pid = c.pid, .pidfd = c.pidfd, .stdin_fd = c.stdin_fd,
                             .stdout_fd = c.stdout_fd, .stderr_fd = c.stderr_fd,
                             .report_fd = c.report_fd, .sync_fd = c.sync_fd, .cg_fd = TAKE_FD(cg_fd),

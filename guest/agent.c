@@ -82,8 +82,8 @@ static struct conversation {
         state st;
         hxp_run run;
         uint8_t run_payload[HXP_PAYLOAD_MAX];
-        uint8_t *code, *stdin_data;
-        size_t code_got, stdin_got, stdin_off;
+        uint8_t *code, *stdin_data;     /* a session's: a queue of stdin_cap bytes */
+        size_t code_got, stdin_got, stdin_off, stdin_cap;
         bool stdin_ended;
         /* running */
         agent_job job;
@@ -200,7 +200,7 @@ static void reset_load(void)
         free(cv.code);
         free(cv.stdin_data);
         cv.code = cv.stdin_data = NULL;
-        cv.code_got = cv.stdin_got = cv.stdin_off = 0;
+        cv.code_got = cv.stdin_got = cv.stdin_off = cv.stdin_cap = 0;
         cv.stdin_ended = false;
         files_in_reset(&cv.fin);
 }
@@ -231,6 +231,8 @@ static const char *check_run(const hxp_run *r)
                 return "RUN: code_len too large";
         if (r->stdin_len > AGENT_STDIN_MAX)
                 return "RUN: stdin_len too large";
+        if (r->interactive && r->stdin_len > 0)
+                return "RUN: a session's stdin comes after START, not in stdin_len";
         return files_in_check_run(r);
 }
 
@@ -243,7 +245,8 @@ static void on_run(const hxp_frame *f)
         if (why)
                 fail_conversation(why);
         cv.code = malloc(cv.run.code_len ? cv.run.code_len : 1);
-        cv.stdin_data = malloc(cv.run.stdin_len ? cv.run.stdin_len : 1);
+        cv.stdin_cap = cv.run.interactive ? AGENT_STDIN_QUEUE : cv.run.stdin_len;
+        cv.stdin_data = malloc(cv.stdin_cap ? cv.stdin_cap : 1);
         if (!cv.code || !cv.stdin_data)
                 fail_conversation("RUN: no memory for the code and stdin");
         cv.st = LOADING;
@@ -268,6 +271,33 @@ static void on_start(void)
         agent_mark("program started");
         cv.st = RUNNING;
         cv.deadline_ns = cv.job.started_ns + (uint64_t)cv.run.timeout_ms * 1000000ull;
+}
+
+/* A session's stdin after START: queued for feed_stdin; an empty frame closes it once
+ * the queue is written. The channel is not read past AGENT_STDIN_HIGH (loop_once), so
+ * the queue cannot fill unless the host floods it regardless. */
+static void queue_stdin(const hxp_frame *f)
+{
+        if (cv.stdin_ended || cv.job.stdin_fd < 0)
+                return; /* closed: by the host before, or by the program */
+        if (f->len == 0) {
+                cv.stdin_ended = true;
+                return;
+        }
+        if (cv.stdin_off == cv.stdin_got)
+                cv.stdin_off = cv.stdin_got = 0;
+        if (f->len > cv.stdin_cap - cv.stdin_got) {
+                memmove(cv.stdin_data, cv.stdin_data + cv.stdin_off, cv.stdin_got - cv.stdin_off);
+                cv.stdin_got -= cv.stdin_off;
+                cv.stdin_off = 0;
+        }
+        if (f->len > cv.stdin_cap - cv.stdin_got) {
+                agent_log("STDIN: the host went on past the queue's bound");
+                run_kill(&cv.job);
+                return;
+        }
+        memcpy(cv.stdin_data + cv.stdin_got, f->payload, f->len);
+        cv.stdin_got += f->len;
 }
 
 static void handle_frame(const hxp_frame *f)
@@ -301,6 +331,10 @@ static void handle_frame(const hxp_frame *f)
                 cv.code_got += f->len;
                 return;
         case HXP_STDIN:
+                if (cv.st == RUNNING && cv.run.interactive) {
+                        queue_stdin(f);
+                        return;
+                }
                 if (cv.st != LOADING)
                         return;
                 if (f->len == 0) {
@@ -478,7 +512,14 @@ static void feed_stdin(void)
                 }
                 cv.stdin_off += (size_t)n;
         }
-        close_fd(&j->stdin_fd);
+        if (!cv.run.interactive || cv.stdin_ended)
+                close_fd(&j->stdin_fd);
+}
+
+/* A session's stdin: queued bytes (or its end) waiting for the pipe. */
+static bool stdin_waiting(void)
+{
+        return !cv.run.interactive || cv.stdin_off < cv.stdin_got || cv.stdin_ended;
 }
 
 static void read_report(void)
@@ -647,8 +688,11 @@ static void loop_once(void)
 
         if (ch.hup && now >= ch.hup_until)
                 ch.hup = false; /* look again: the host may be back */
+        /* a session whose program does not read its stdin: the host waits */
+        bool take = !(cv.st == RUNNING && cv.run.interactive && cv.stdin_got - cv.stdin_off > AGENT_STDIN_HIGH);
         if (ch.fd >= 0 && !ch.hup)
-                p[SLOT_CHAN] = (struct pollfd){ .fd = ch.fd, .events = POLLIN | (ch.out_len ? POLLOUT : 0) };
+                p[SLOT_CHAN] = (struct pollfd){ .fd = ch.fd,
+                                                .events = (take ? POLLIN : 0) | (ch.out_len ? POLLOUT : 0) };
         else if (ch.hup)
                 timeout = ms_until(ch.hup_until);
         p[SLOT_LISTEN].fd = ch.listen_fd;
@@ -663,7 +707,7 @@ static void loop_once(void)
                 bool room = out_free() >= OUT_CHUNK + HXP_HEADER_SIZE + OUT_RESERVE;
                 p[SLOT_OUT] = (struct pollfd){ .fd = room ? j->stdout_fd : -1, .events = POLLIN };
                 p[SLOT_ERR] = (struct pollfd){ .fd = room ? j->stderr_fd : -1, .events = POLLIN };
-                p[SLOT_IN] = (struct pollfd){ .fd = j->stdin_fd, .events = POLLOUT };
+                p[SLOT_IN] = (struct pollfd){ .fd = stdin_waiting() ? j->stdin_fd : -1, .events = POLLOUT };
                 p[SLOT_REPORT] = (struct pollfd){ .fd = j->report_fd, .events = POLLIN };
                 p[SLOT_PID] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
                 p[SLOT_PSI] = (struct pollfd){ .fd = cv.thrashed ? -1 : j->psi_fd, .events = POLLPRI };

@@ -17,6 +17,10 @@
 #define AGENT_CODE_MAX   (64u << 20)
 #define AGENT_STDIN_MAX  (64u << 20)
 #define AGENT_ENV_BYTES  (1u << 20)
+/* A session's stdin, queued for the program: past the first the channel is not read
+ * (the host waits), and a turn of reads takes at most 16 frames more than that. */
+#define AGENT_STDIN_HIGH (1u << 20)
+#define AGENT_STDIN_QUEUE (AGENT_STDIN_HIGH + 17u * HXP_PAYLOAD_MAX)
 
 #define AGENT_FILES_MAX  10000u        /* MAX_FILES' maximum */
 

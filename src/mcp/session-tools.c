@@ -220,17 +220,13 @@ static int exec_args(const json_t *args, const hxs_config *cfg, mcp_run *r, hxs_
 {
         static const char *const names[] = { "session_id", "code", "timeout", "files", "return_files", NULL };
         static const char *const body[] = { "code", "timeout", "files", "return_files", NULL };
-        const char *sid, *code;
+        const char *sid;
         int ret = check_names(args, names, "session_id, code, timeout, files, return_files", err);
         if (ret >= 0)
                 ret = get_string(args, "session_id", true, &sid, err);
-        if (ret >= 0) {
-                /* code may hold NUL as exec's may: only its presence is checked here */
-                const json_t *c = json_object_get(args, "code");
-                code = json_is_string(c) ? "" : NULL;
-                if (!code)
-                        ret = bad(err, "code", "is required, a string (the cell)");
-        }
+        /* code may hold NUL as exec's may: only that it is a string is checked here */
+        if (ret >= 0 && !json_is_string(json_object_get(args, "code")))
+                ret = bad(err, "code", "is required, a string (the cell)");
         if (ret < 0)
                 return ret;
         snprintf(r->session_id, sizeof(r->session_id), "%s", sid);

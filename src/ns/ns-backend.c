@@ -273,14 +273,6 @@ static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *
         return 0;
 }
 
-static size_t drivers_bytes(void)
-{
-        size_t n = 0;
-        for (const driver_file *f = driver_files; f->name; f++)
-                n += strlen(f->text) + 512; /* and its inode, rounded up */
-        return n;
-}
-
 static int ns_start(void *state, hxs_exec *x, hxs_error *err)
 {
         struct ns_backend *b = state;
@@ -322,7 +314,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                         .interpreter = req->argv ? req->argv[0] : runtime_table[req->language].path,
                         .argv = req->argv,
                         .drivers = req->interactive ? driver_files : NULL,
-                        .drivers_bytes = req->interactive ? drivers_bytes() : 0,
+                        .drivers_bytes = req->interactive ? ns_drivers_bytes(driver_files) : 0,
                         .code_name = runtime_table[req->language].file, .init_fd = b->init_fd,
                         .site = &python_site,
                         .memory_mb = req->memory_mb,

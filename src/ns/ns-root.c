@@ -442,6 +442,14 @@ static void op_code(root_ctx *c)
         write_or_die(p, c->pl->code, c->pl->code_len, 0444);
 }
 
+size_t ns_drivers_bytes(const driver_file *drivers)
+{
+        size_t n = 0;
+        for (const driver_file *f = drivers; f->name; f++)
+                n += strlen(f->text) + 512; /* and its inode, rounded up */
+        return n;
+}
+
 /* a session's drivers, read-only once the root is (engine/drivers.h) */
 static void op_drivers(root_ctx *c)
 {

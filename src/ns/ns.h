@@ -88,6 +88,9 @@ typedef struct ns_child_args {
         unsigned n_cg_self;
 } ns_child_args;
 
+/* The room a session's drivers take in the root's tmpfs (ns_child_args.drivers_bytes). */
+size_t ns_drivers_bytes(const driver_file *drivers);
+
 /* What a warm program process is left with when ns_child_main returns to it. */
 typedef struct ns_program {
         char **env;                     /* NAME=VALUE strings, NULL-terminated */

@@ -153,7 +153,8 @@ int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret) {
         uint32_t vlen;
         int r;
 
-        ret->n_env = ret->n_globs = 0;
+        ret->n_env = ret->n_globs = ret->n_argv = 0;
+        ret->interactive = 0;
         ret->files = ret->return_files = 0;
         ret->files_bytes = ret->return_bytes = 0;
         hxp_tlv_begin(&it, payload, len);
@@ -172,8 +173,17 @@ int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret) {
                         ret->glob_len[ret->n_globs++] = vlen;
                         continue;
                 }
-                if (tag == HXP_RUN_FILES || tag == HXP_RUN_RETURN_FILES) {
-                        uint32_t *f = tag == HXP_RUN_FILES ? &ret->files : &ret->return_files;
+                if (tag == HXP_RUN_ARGV) {
+                        if (ret->n_argv >= HXP_ARGV_MAX || vlen > HXP_ARG_MAX || memchr(v, '\0', vlen) ||
+                            (ret->n_argv == 0 && (vlen == 0 || v[0] != '/')))
+                                return -EBADMSG;
+                        ret->argv[ret->n_argv] = v;
+                        ret->argv_len[ret->n_argv++] = vlen;
+                        continue;
+                }
+                if (tag == HXP_RUN_FILES || tag == HXP_RUN_RETURN_FILES || tag == HXP_RUN_INTERACTIVE) {
+                        uint32_t *f = tag == HXP_RUN_FILES ? &ret->files
+                                      : tag == HXP_RUN_INTERACTIVE ? &ret->interactive : &ret->return_files;
                         if (seen_opt[tag - HXP_RUN_FILES] || hxp_tlv_u32(v, vlen, f) < 0)
                                 return -EBADMSG;
                         seen_opt[tag - HXP_RUN_FILES] = true;
@@ -197,7 +207,7 @@ int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret) {
         for (int t = 1; t < HXP_RUN_TAG_MAX; t++)
                 if (fields[t] && !seen[t])
                         return -EBADMSG;
-        return 0;
+        return ret->interactive <= 1 ? 0 : -EBADMSG;
 }
 
 int hxp_exit_decode(const uint8_t *payload, size_t len, hxp_exit *ret) {

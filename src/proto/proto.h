@@ -90,6 +90,9 @@ typedef enum hxp_run_tag {
         HXP_RUN_RETURN_GLOB,    /* a return_files glob (no NUL); repeated */
         HXP_RUN_RETURN_FILES,   /* u32: MAX_RETURN_FILES */
         HXP_RUN_RETURN_BYTES,   /* u64: MAX_RETURN_BYTES */
+        HXP_RUN_INTERACTIVE,    /* u32 0/1: STDIN frames go on after START (a session) */
+        HXP_RUN_ARGV,           /* the program's argv, in order (no NUL); repeated; none:
+                                 * the language's interpreter and the code */
         HXP_RUN_TAG_MAX,
 } hxp_run_tag;
 
@@ -172,6 +175,8 @@ static inline uint32_t hxp_load_u32(const uint8_t *p) {
 #define HXP_ENV_MAX 4096
 #define HXP_GLOBS_MAX 64        /* return_files globs (REQUEST_GLOBS_MAX) */
 #define HXP_PATH_MAX 255        /* bytes of a file's path (REQUEST_PATH_MAX) */
+#define HXP_ARGV_MAX 64         /* argv entries */
+#define HXP_ARG_MAX 4096        /* bytes of one */
 
 typedef struct hxp_run {
         uint32_t language, timeout_ms, memory_mb, pids_max, nofile, tmpfs_mb, output_max;
@@ -186,11 +191,18 @@ typedef struct hxp_run {
         size_t n_globs;
         const uint8_t *glob[HXP_GLOBS_MAX];     /* into the payload, not NUL-terminated */
         uint32_t glob_len[HXP_GLOBS_MAX];
+        /* sessions: optional, 0 (none) when absent */
+        uint32_t interactive;
+        size_t n_argv;
+        const uint8_t *argv[HXP_ARGV_MAX];      /* into the payload, not NUL-terminated */
+        uint32_t argv_len[HXP_ARGV_MAX];
 } hxp_run;
 
 /* Decodes and checks a RUN payload: every required u32 field present exactly once,
  * the optional ones at most once, env entries of the form NAME=value without NUL,
- * globs non-empty, without NUL, at most HXP_PATH_MAX bytes. -EBADMSG otherwise. */
+ * globs non-empty, without NUL, at most HXP_PATH_MAX bytes, interactive 0 or 1, argv
+ * entries without NUL, at most HXP_ARG_MAX bytes, the first one absolute. -EBADMSG
+ * otherwise. */
 int hxp_run_decode(const uint8_t *payload, size_t len, hxp_run *ret);
 
 typedef struct hxp_exit {

@@ -67,6 +67,7 @@ struct vm_exec {
         bool got_exit;
         bool hv_exited;         /* the hypervisor is gone: what it wrote is still read */
         bool stopping;          /* past its output limit: KILL went, its files and EXIT come */
+        bool stdin_closed;      /* a session's stdin: the empty STDIN went */
         hxp_exit ex;
 };
 
@@ -137,7 +138,8 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         /* all the program may print (MAX_STREAM_BYTES), not only what the result keeps:
          * the engine keeps the head and the tail, streams the rest, and past it ends
          * the program (stop_program) */
-        hxp_put_u32(&b, HXP_RUN_OUTPUT_MAX, cfg->max_stream_bytes);
+        /* a session's output is bounded by its session manager, cell by cell */
+        hxp_put_u32(&b, HXP_RUN_OUTPUT_MAX, req->interactive ? UINT32_MAX : cfg->max_stream_bytes);
         hxp_put_u32(&b, HXP_RUN_CODE_LEN, (uint32_t)req->code_len);
         hxp_put_u32(&b, HXP_RUN_STDIN_LEN, (uint32_t)req->stdin_len);
         hxp_put_u32(&b, HXP_RUN_FILES, (uint32_t)req->n_files);
@@ -146,9 +148,20 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         hxp_put_u64(&b, HXP_RUN_RETURN_BYTES, cfg->max_return_bytes);
         for (size_t i = 0; i < req->n_globs; i++)
                 hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, req->return_globs[i], strlen(req->return_globs[i]));
+        size_t n_argv = 0;
+        if (req->interactive) {
+                hxp_put_u32(&b, HXP_RUN_INTERACTIVE, 1);
+                for (; req->argv && req->argv[n_argv]; n_argv++)
+                        hxp_put_bytes(&b, HXP_RUN_ARGV, req->argv[n_argv], strlen(req->argv[n_argv]));
+        }
         for (size_t i = 0; i < n_env; i++)
                 hxp_put_bytes(&b, HXP_RUN_ENV, env[i], strlen(env[i]));
         strv_free(env);
+        if (n_argv > HXP_ARGV_MAX) {
+                free(run);
+                return err_fail(err, HXS_ERR_INVALID, -E2BIG, "argv: more than the microVM backend takes (%u)",
+                                HXP_ARGV_MAX);
+        }
         if (b.overflow || n_env > HXP_ENV_MAX) {
                 free(run);
                 return err_fail_field(err, HXS_ERR_INVALID, -E2BIG, "env_vars",
@@ -172,7 +185,8 @@ static int build_request(const hxs_config *cfg, hxs_exec *x, hxs_error *err)
         if (r == 0)
                 r = append_chunks(vx->out, &vx->out_len, HXP_STDIN, (const uint8_t *)req->stdin_data,
                                   req->stdin_len);
-        if (r == 0)
+        /* a session's stdin goes on after START (vm_stdin_more) */
+        if (r == 0 && !req->interactive)
                 r = append_frame(vx->out, &vx->out_len, HXP_STDIN, NULL, 0);
         if (r < 0)
                 return err_fail(err, HXS_ERR_INTERNAL, r, "building the microVM request");
@@ -325,6 +339,41 @@ static bool next_frame(hxs_exec *x)
         return n > 0;
 }
 
+/* A session's stdin, once the request and START have gone: the queued bytes as STDIN
+ * frames, and an empty one when it is closed, into out. False when there is nothing
+ * to send. */
+static bool stdin_frames(hxs_exec *x)
+{
+        struct vm_exec *vx = x->priv;
+        if (!x->req->interactive || !vx->tx.done || vx->stdin_closed)
+                return false;
+        const char *data;
+        size_t n = exec_stdin_pending(x, &data);
+        if (n == 0 && !x->stdin_closing)
+                return false;
+        if (vx->out_size < HXP_FRAME_MAX) {
+                uint8_t *p = realloc(vx->out, HXP_FRAME_MAX);
+                if (!p)
+                        return false; /* it stays queued: the next call tries again */
+                vx->out = p;
+                vx->out_size = HXP_FRAME_MAX;
+        }
+        if (n > HXP_PAYLOAD_MAX)
+                n = HXP_PAYLOAD_MAX;
+        (void)hxp_header(vx->out, HXP_STDIN, n);
+        if (n)
+                memcpy(vx->out + HXP_HEADER_SIZE, data, n);
+        vx->out_len = HXP_HEADER_SIZE + n;
+        vx->out_off = 0;
+        if (n) {
+                exec_stdin_consumed(x, n);
+        } else { /* closed, all written: the empty frame ends the program's stdin */
+                vx->stdin_closed = true;
+                exec_stdin_gone(x);
+        }
+        return true;
+}
+
 /* Returns false when the execution cannot go on (a file that cannot be read). */
 static bool send_pending(hxs_exec *x)
 {
@@ -344,7 +393,9 @@ static bool send_pending(hxs_exec *x)
                 if (!next_frame(x)) {
                         if (x->setup_failed)
                                 return false;
-                        break;
+                        vx->tx.done = true;
+                        if (!stdin_frames(x))
+                                break;
                 }
         }
 gone:
@@ -358,6 +409,19 @@ gone:
         vx->out_len = vx->out_off = vx->out_size = 0;
         vx->tx.done = true;
         return true;
+}
+
+/* BACKEND_INTERACTIVE: bytes were queued (or a close): out again as the channel takes
+ * them, after the request if that is still going. */
+static void vm_stdin_more(hxs_exec *x)
+{
+        struct vm_exec *vx = x->priv;
+        if (!vx->have_vm || x->done)
+                return; /* once the VM is there and START went, send_pending takes them */
+        if (!vx->out_armed) {
+                (void)epoll_set(x->epfd, EPOLL_CTL_MOD, vx->vm.chan, EPOLLIN | EPOLLOUT, TAG_CHAN);
+                vx->out_armed = true;
+        }
 }
 
 /* Past its output limit: the agent stops the program, sends its files and EXIT
@@ -553,18 +617,20 @@ static void vm_stats(void *state, hxs_engine_stats *st)
 
 const backend_ops qemu_backend = {
         .name = "qemu",
-        .features = BACKEND_BUILT_IMAGE | BACKEND_FILES,
+        .features = BACKEND_BUILT_IMAGE | BACKEND_FILES | BACKEND_INTERACTIVE,
         .exec_size = sizeof(struct vm_exec),
         .usable = vm_qemu_usable, .probe = vm_probe,
         .init = vm_init, .fini = vm_fini, .check = vm_check, .stats = vm_stats,
         .start = vm_start, .process = vm_process, .kill = vm_kill, .release = vm_release,
+        .stdin_more = vm_stdin_more,
 };
 
 const backend_ops firecracker_backend = {
         .name = "firecracker",
-        .features = BACKEND_BUILT_IMAGE | BACKEND_FILES,
+        .features = BACKEND_BUILT_IMAGE | BACKEND_FILES | BACKEND_INTERACTIVE,
         .exec_size = sizeof(struct vm_exec),
         .usable = vm_firecracker_usable, .probe = NULL, /* qemu's lines cover it */
         .init = vm_init, .fini = vm_fini, .check = vm_check, .stats = vm_stats,
         .start = vm_start, .process = vm_process, .kill = vm_kill, .release = vm_release,
+        .stdin_more = vm_stdin_more,
 };

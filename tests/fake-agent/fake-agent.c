@@ -79,25 +79,36 @@ static void take_file_data(const hxp_frame *f)
         ff->len += c;
 }
 
+static uint8_t in_buf[HXP_FRAME_MAX * 2];
+static size_t in_len, in_used;
+
+void fake_next_frame(int fd, hxp_frame *ret)
+{
+        memmove(in_buf, in_buf + in_used, in_len - in_used); /* the frame before: done with */
+        in_len -= in_used;
+        in_used = 0;
+        long used;
+        while ((used = hxp_parse(in_buf, in_len, ret)) == 0) {
+                ssize_t n = read(fd, in_buf + in_len, sizeof(in_buf) - in_len);
+                if (n <= 0)
+                        exit(0); /* the host is gone */
+                in_len += (size_t)n;
+        }
+        if (used < 0) {
+                fprintf(stderr, "fake agent: a malformed frame from the host\n");
+                exit(1);
+        }
+        in_used = (size_t)used;
+}
+
 _Noreturn void fake_agent(int fd, const char *ready_text, fake_start_fn on_start)
 {
-        static uint8_t buf[HXP_FRAME_MAX * 2];
         static char code[4096];
-        size_t len = 0, code_len = 0;
+        size_t code_len = 0;
         bool have_run = false;
         for (;;) {
                 hxp_frame f;
-                long used;
-                while ((used = hxp_parse(buf, len, &f)) == 0) {
-                        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-                        if (n <= 0)
-                                exit(0); /* the host is gone */
-                        len += (size_t)n;
-                }
-                if (used < 0) {
-                        fprintf(stderr, "fake agent: a malformed frame from the host\n");
-                        exit(1);
-                }
+                fake_next_frame(fd, &f);
                 switch (f.type) {
                 case HXP_HELLO: {
                         uint8_t ready[4 + 64];
@@ -134,8 +145,6 @@ _Noreturn void fake_agent(int fd, const char *ready_text, fake_start_fn on_start
                 default:
                         break;
                 }
-                memmove(buf, buf + used, len - (size_t)used);
-                len -= (size_t)used;
         }
 }
 

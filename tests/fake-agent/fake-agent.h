@@ -26,6 +26,10 @@ typedef struct fake_file {
 const hxp_run *fake_run(void);
 const fake_file *fake_files(size_t *ret_n);
 
+/* The next frame from the host (valid until the next call); exits 0 when the host has
+ * gone, 1 on a malformed frame. For on_start, to go on with the conversation. */
+void fake_next_frame(int fd, hxp_frame *ret);
+
 /* Writes all of it; exits 0 when the host has gone (so does the VM). */
 void fake_write_all(int fd, const void *p, size_t n);
 void fake_send_frame(int fd, hxp_type type, const void *p, size_t n);

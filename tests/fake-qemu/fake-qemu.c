@@ -12,6 +12,9 @@
  *   files                   one STDOUT line per file in ("in PATH SIZE BYTES") and
  *                           the RUN's return budgets and globs, each file back as
  *                           output/PATH (FILE_OUT, FILE_DATA), then EXIT 0;
+ *   stdin-echo              (a session: RUN interactive) every STDIN frame after START
+ *                           back as STDOUT, "argv=..." first; at the empty STDIN,
+ *                           "eof" and EXIT 0;
  *   hostile-files CASE      files out that break a rule (CASE: too-many, too-big,
  *                           past-budget, dotdot, absolute, unwanted, overrun,
  *                           unordered, duplicate, orphan-data, bad-tlv), then EXIT 0;
@@ -248,6 +251,28 @@ static _Noreturn void hostile_files(int fd, const char *c)
         send_exit(fd);
 }
 
+static _Noreturn void stdin_echo(int fd)
+{
+        static text out;
+        const hxp_run *run = fake_run();
+        put(&out, "interactive=%u argv=", run->interactive);
+        for (size_t i = 0; i < run->n_argv; i++)
+                put(&out, "%s%.*s", i ? " " : "", (int)run->argv_len[i], (const char *)run->argv[i]);
+        put(&out, "\n");
+        fake_send_frame(fd, HXP_STDOUT, out.buf, out.len);
+        for (;;) {
+                hxp_frame f;
+                fake_next_frame(fd, &f);
+                if (f.type != HXP_STDIN)
+                        continue;
+                if (f.len == 0)
+                        break;
+                fake_send_frame(fd, HXP_STDOUT, f.payload, f.len);
+        }
+        fake_send_frame(fd, HXP_STDOUT, "eof\n", 4);
+        send_exit(fd);
+}
+
 /* ---- START ------------------------------------------------------------------------------ */
 
 static void on_start(int fd, const char *code, size_t code_len, bool have_run)
@@ -258,6 +283,8 @@ static void on_start(int fd, const char *code, size_t code_len, bool have_run)
                 flood(fd);
         if (code_len == 5 && memcmp(code, "files", 5) == 0)
                 echo_files(fd);
+        if (code_len == 10 && memcmp(code, "stdin-echo", 10) == 0)
+                stdin_echo(fd);
         if (code_len > 14 && code_len < 64 && memcmp(code, "hostile-files ", 14) == 0) {
                 char c[64];
                 snprintf(c, sizeof(c), "%.*s", (int)(code_len - 14), code + 14);

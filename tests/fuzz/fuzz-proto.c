@@ -129,6 +129,16 @@ static void check_run(const uint8_t *p, uint32_t len)
                 hxp_put_u32(&b, HXP_RUN_RETURN_FILES, run.return_files);
         if (run.return_bytes)
                 hxp_put_u64(&b, HXP_RUN_RETURN_BYTES, run.return_bytes);
+        if (run.interactive)
+                hxp_put_u32(&b, HXP_RUN_INTERACTIVE, run.interactive);
+        CHECK(run.interactive <= 1 && run.n_argv <= HXP_ARGV_MAX);
+        for (size_t i = 0; i < run.n_argv; i++) {
+                const uint8_t *a = run.argv[i];
+                uint32_t al = run.argv_len[i];
+                CHECK(a >= p && a + al <= p + len && al <= HXP_ARG_MAX && memchr(a, '\0', al) == NULL);
+                CHECK(i > 0 || (al > 0 && a[0] == '/'));
+                hxp_put_bytes(&b, HXP_RUN_ARGV, a, al);
+        }
         CHECK(!b.overflow); /* the original was at most as long */
         CHECK(hxp_run_decode(reencoded, b.len, &run2) == 0);
         const uint32_t vals2[] = { run2.language, run2.timeout_ms, run2.memory_mb, run2.pids_max,
@@ -141,7 +151,10 @@ static void check_run(const uint8_t *p, uint32_t len)
                       memcmp(run2.env[i], run.env[i], run.env_len[i]) == 0);
         CHECK(run2.files == run.files && run2.files_bytes == run.files_bytes &&
               run2.return_files == run.return_files && run2.return_bytes == run.return_bytes);
-        CHECK(run2.n_globs == run.n_globs);
+        CHECK(run2.n_globs == run.n_globs && run2.interactive == run.interactive && run2.n_argv == run.n_argv);
+        for (size_t i = 0; i < run.n_argv; i++)
+                CHECK(run2.argv_len[i] == run.argv_len[i] &&
+                      memcmp(run2.argv[i], run.argv[i], run.argv_len[i]) == 0);
         for (size_t i = 0; i < run.n_globs; i++)
                 CHECK(run2.glob_len[i] == run.glob_len[i] &&
                       memcmp(run2.glob[i], run.glob[i], run.glob_len[i]) == 0);

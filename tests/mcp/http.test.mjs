@@ -16,7 +16,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 import { startService } from "./service.mjs";
-import { transportTests } from "./shared.mjs";
+import { pidsNamed, transportTests, waitFor } from "./shared.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const TD = "spiffe://example.org";
@@ -120,6 +120,23 @@ test("http: a call streams progress as events when the client accepts them, and 
   assert.match(metrics, /^hexr_sandbox_http_requests_total\{route="\/mcp",status="200"\} [1-9]\d*$/m);
   const lines = svc.log().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
   assert.ok(lines.some((l) => l.event === "exec" && l.route === "/mcp" && l.outcome === "ok"), svc.log());
+});
+
+test("http: a client that goes away ends its call's sandbox", async () => {
+  const marker = `hxs-mcp-gone-${process.pid}-${Date.now()}`;
+  const ac = new AbortController();
+  const r = fetch(`${svc.url}/mcp`, {
+    method: "POST", signal: ac.signal,
+    headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call",
+      params: { name: "run_code", arguments: { language: "bash", code: `exec -a ${marker} sleep 60` } } }),
+  });
+  r.catch(() => {});
+  await waitFor(() => pidsNamed(marker).length > 0, 20, "the sandbox's sleep to start");
+  ac.abort();
+  await waitFor(() => pidsNamed(marker).length === 0, 15, "the abandoned sandbox to end");
+  await waitFor(() => /"route":"\/mcp","status":499,.*"outcome":"killed","error":"client_disconnected"/.test(svc.log()), 10,
+    "the access log to say so");
 });
 
 test("http: MCP_ALLOWED_ORIGINS replaces the loopback default", async () => {

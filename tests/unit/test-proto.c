@@ -378,7 +378,7 @@ static void test_run_files_fields(void **state)
         size_t good = n + b.len;
 
         /* twice, or of the wrong size */
-        for (uint16_t t = HXP_RUN_FILES; t < HXP_RUN_TAG_MAX; t++) {
+        for (uint16_t t = HXP_RUN_FILES; t <= HXP_RUN_RETURN_BYTES; t++) {
                 if (t == HXP_RUN_RETURN_GLOB)
                         continue;
                 bool wide = t == HXP_RUN_FILES_BYTES || t == HXP_RUN_RETURN_BYTES;
@@ -425,6 +425,52 @@ static void test_run_files_fields(void **state)
         assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), 0);
         assert_int_equal(run.n_globs, HXP_GLOBS_MAX);
         hxp_put_bytes(&b, HXP_RUN_RETURN_GLOB, "*", 1);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
+}
+
+/* A session's fields: interactive 0/1, once; argv bounded, its first entry absolute. */
+static void test_run_interactive(void **state)
+{
+        size_t n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+        hxp_builder b;
+        hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+        hxp_put_u32(&b, HXP_RUN_INTERACTIVE, 1);
+        hxp_put_bytes(&b, HXP_RUN_ARGV, "/usr/bin/python3", 16);
+        hxp_put_bytes(&b, HXP_RUN_ARGV, "", 0);
+        hxp_put_bytes(&b, HXP_RUN_ARGV, "--language", 10);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), 0);
+        assert_int_equal(run.interactive, 1);
+        assert_int_equal(run.n_argv, 3);
+        assert_int_equal(run.argv_len[1], 0);
+        assert_memory_equal(run.argv[2], "--language", 10);
+        size_t good = n + b.len;
+        hxp_builder_init(&b, payload_buf + good, sizeof(payload_buf) - good);
+        hxp_put_u32(&b, HXP_RUN_INTERACTIVE, 1); /* twice */
+        assert_int_equal(hxp_run_decode(payload_buf, good + b.len, &run), -EBADMSG);
+
+        static char long_arg[HXP_ARG_MAX + 1];
+        memset(long_arg, 'a', sizeof(long_arg));
+        long_arg[0] = '/';
+        static const struct {
+                const char *bytes;
+                size_t len;
+        } bad_first[] = { { "python3", 7 }, { "", 0 }, { "/a\0b", 4 }, { long_arg, HXP_ARG_MAX + 1 } };
+        for (size_t i = 0; i < sizeof(bad_first) / sizeof(bad_first[0]); i++) {
+                n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+                hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+                hxp_put_bytes(&b, HXP_RUN_ARGV, bad_first[i].bytes, bad_first[i].len);
+                assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
+        }
+        n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+        hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+        hxp_put_u32(&b, HXP_RUN_INTERACTIVE, 2);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
+        n = make_run(payload_buf, sizeof(payload_buf), NULL, 0);
+        hxp_builder_init(&b, payload_buf + n, sizeof(payload_buf) - n);
+        for (size_t i = 0; i < HXP_ARGV_MAX; i++)
+                hxp_put_bytes(&b, HXP_RUN_ARGV, "/x", 2);
+        assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), 0);
+        hxp_put_bytes(&b, HXP_RUN_ARGV, "/x", 2);
         assert_int_equal(hxp_run_decode(payload_buf, n + b.len, &run), -EBADMSG);
 }
 
@@ -540,6 +586,7 @@ int main(void)
                 cmocka_unit_test(test_run_missing_and_duplicate_fields),
                 cmocka_unit_test(test_run_bad_env),
                 cmocka_unit_test(test_run_files_fields),
+                cmocka_unit_test(test_run_interactive),
                 cmocka_unit_test(test_file),
                 cmocka_unit_test(test_exit),
         };

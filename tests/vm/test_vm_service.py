@@ -192,6 +192,28 @@ def test_files_and_a_chart_through_the_service(start_service):
     assert [(f["path"], f["content"]) for f in res["files"]] == [("output/partial.txt", "kept")], res["files"]
 
 
+def test_a_session_on_a_microvm(start_service):
+    """A session's driver gets its commands through the agent (STDIN frames after START):
+    Python keeps its state across cells, Bash its variables; DELETE ends it. (Cells that
+    import pandas under TCG can take longer than a cell's default time limit: none here.)"""
+    _image_ready()
+    svc = start_service(env=vm_env(VM_POOL_SIZE="0"))
+    status, _, s = http_request(svc.url, "POST", "/api/v1/sessions", {"language": "python"}, timeout=HANG)
+    assert status == 201, s
+    for code, value in (("x = 41", None), ("x + 1", "42")):
+        status, _, res = http_request(svc.url, "POST", f"/api/v1/sessions/{s['id']}/exec", {"code": code},
+                                      timeout=HANG)
+        assert status == 200 and res["status"] == "ok" and res["value"] == value, res
+    assert http_request(svc.url, "DELETE", f"/api/v1/sessions/{s['id']}", timeout=60)[0] == 204
+    status, _, s = http_request(svc.url, "POST", "/api/v1/sessions", {"language": "bash"}, timeout=HANG)
+    assert status == 201, s
+    for code, out in (("V=kept; cd /tmp", ""), ("echo $V $PWD", "kept /tmp\n")):
+        status, _, res = http_request(svc.url, "POST", f"/api/v1/sessions/{s['id']}/exec", {"code": code},
+                                      timeout=HANG)
+        assert status == 200 and res["status"] == "ok" and res["stdout"] == out, res
+    assert http_request(svc.url, "DELETE", f"/api/v1/sessions/{s['id']}", timeout=60)[0] == 204
+
+
 def test_no_network_to_host_loopback(vm_service):
     """A listener on the host's 127.0.0.1 is not reachable: the guest's loopback is its own."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -1102,10 +1102,12 @@ def main(argv):
                                   errors="backslashreplace", write_through=True, line_buffering=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     files = Files(proto)
-    try:
-        private = tempfile.mkdtemp(prefix="hxs-driver-")   # bash's cell files; mode 0700
-    except OSError:
-        private = tempfile.mkdtemp(prefix=".hxs-driver-", dir=".")
+    private = None                          # bash's cell files only; mode 0700
+    if language == "bash":
+        try:
+            private = tempfile.mkdtemp(prefix="hxs-driver-")
+        except OSError:
+            private = tempfile.mkdtemp(prefix=".hxs-driver-", dir=".")
     if language == "python":
         kernel = PythonKernel(proto, state, captures)
         interrupter = PythonInterrupt(state)
@@ -1146,11 +1148,8 @@ def main(argv):
         kernel.close()
     for c in captures:
         c.sync()
-    try:
-        import shutil
+    if private:
         shutil.rmtree(private, ignore_errors=True)
-    except Exception:
-        pass
     return 0
 
 

@@ -147,7 +147,8 @@ void hxs_session_get_info(const hxs_session *s, hxs_session_info *ret)
         ret->idle_timeout_s = s->lim.idle_timeout_s;
         ret->lifetime_s = s->lim.lifetime_s;
         if (ret->state == HXS_SESSION_IDLE) {
-                uint64_t left = s->idle_since + (uint64_t)s->lim.idle_timeout_s * 1000 - session_now_ms();
+                uint64_t end = s->idle_since + (uint64_t)s->lim.idle_timeout_s * 1000, now = session_now_ms();
+                uint64_t left = end > now ? end - now : 0; /* due: its timer fires next */
                 ret->idle_expires_at = (int64_t)time(NULL) + (int64_t)((left + 999) / 1000);
                 if (ret->idle_expires_at > ret->expires_at)
                         ret->idle_expires_at = ret->expires_at;

@@ -7,10 +7,12 @@
  *  - mcp_handle returns 0 (only ENOMEM may fail) and the outcome is one of the actions;
  *  - a reply is one line of JSON: an object with "jsonrpc": "2.0" and exactly one of
  *    "result" and "error" (whose code is an integer and message a string);
- *  - a run's request passes hxs_request_validate again, its id is JSON, and its
- *    progress, result and failure texts are one line of JSON each;
+ *  - a run's request (run_code, session_create, session_exec) passes
+ *    hxs_request_validate again, its id is JSON, and its progress, result, failure,
+ *    cell and file texts are one line of JSON each;
  *  - a cancellation names an id that is JSON (a string or an integer).
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,7 +52,17 @@ static void check_run(mcp_run *run, const hxs_config *cfg)
         hxs_error err = { 0 };
         size_t n = 0;
 
-        CHECK(hxs_request_validate((hxs_request *)mcp_run_request(run), cfg, &err) == 0);
+        mcp_tool kind = mcp_run_kind(run);
+        bool has_request = kind == MCP_TOOL_RUN_CODE || kind == MCP_TOOL_SESSION_CREATE || kind == MCP_TOOL_SESSION_EXEC;
+        CHECK(has_request == (mcp_run_request(run) != NULL));
+        if (has_request)
+                CHECK(hxs_request_validate((hxs_request *)mcp_run_request(run), cfg, &err) == 0);
+        /* only the tools on an existing session name one */
+        if (kind == MCP_TOOL_RUN_CODE || kind == MCP_TOOL_SESSION_CREATE)
+                CHECK(mcp_run_session_id(run)[0] == '\0');
+        size_t dlen = 0;
+        const void *data = mcp_run_data(run, &dlen);
+        CHECK(dlen == 0 || data != NULL);
         json_t *id = json_loads(mcp_run_id(run), JSON_DECODE_ANY, NULL);
         CHECK(json_is_string(id) || json_is_integer(id));
         json_decref(id);
@@ -67,8 +79,20 @@ static void check_run(mcp_run *run, const hxs_config *cfg)
         r = mcp_run_failed(run, &err, &n);
         check_reply(r, n);
         free(r);
+        hxs_cell_result cell = { .status = HXS_CELL_EXCEPTION, .cell = 2, .stdout_data = "o", .stdout_len = 1,
+                                 .stderr_data = "", .outputs_json = "[{\"type\":\"display\",\"data\":{\"text/plain\":\"x\"}}]",
+                                 .value_json = "{\"text/plain\":\"42\"}",
+                                 .exception_json = "{\"type\":\"E\",\"message\":\"m\",\"traceback\":\"t\"}" };
+        r = mcp_run_cell_result(run, &cell, NULL, "s", &n);
+        check_reply(r, n);
+        free(r);
+        hxs_session_file_result fr = { .status = kind == MCP_TOOL_SESSION_READ_FILE ? 0 : -ENOENT, .path = "a.txt",
+                                       .data = (unsigned char *)"hi", .len = 2, .size = 2 };
+        r = mcp_run_file_result(run, &fr, &n);
+        check_reply(r, n);
+        free(r);
         hxs_request *req = mcp_run_take_request(run);
-        CHECK(req != NULL && mcp_run_request(run) == NULL);
+        CHECK(mcp_run_request(run) == NULL);
         hxs_request_free(req);
 }
 

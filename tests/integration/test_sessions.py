@@ -458,3 +458,17 @@ def test_a_stream_client_that_leaves_does_not_end_the_session(svc, api, py):
     conn.close()
     # the cell ran on, unheard; the next one waits for it
     assert api.cell(py, "y")["value"] == "5"
+
+
+def test_a_session_is_a_sandbox(api, py):
+    code = ("import os, socket\nout = {}\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n    out['net'] = 'open'\n"
+            "except OSError as e:\n    out['net'] = type(e).__name__\n"
+            "try:\n    open('/opt/hexr-session/driver.py', 'a')\n    out['driver'] = 'writable'\n"
+            "except OSError as e:\n    out['driver'] = type(e).__name__\n"
+            "out['uid'] = os.getuid()\nout['root'] = sorted(os.listdir('/'))\nout")
+    res = api.cell(py, code)
+    assert res["status"] == "ok", res
+    out = eval(res["value"])  # a dict repr of strings and ints
+    assert out["net"] != "open" and out["driver"] != "writable" and out["uid"] != 0, out
+    assert "home" in out["root"] and "root" not in out["root"], out

@@ -214,7 +214,7 @@ def test_python_interrupt_keeps_state(py):
     py.wait(lambda e: True, 1)
     time.sleep(0.5)
     py.send(op="interrupt", id="slow")
-    d = py.done("slow", 10)
+    d = py.done("slow", 30)
     assert d["status"] == "interrupted" and d["exception"]["type"] == "KeyboardInterrupt"
     assert py.cell("x + 1")["value"]["text/plain"] == "42"
 
@@ -224,12 +224,12 @@ def test_python_interrupt_stops_a_blocking_sleep_and_a_busy_loop(py):
     time.sleep(0.5)
     t = time.monotonic()
     py.send(op="interrupt", id="s1")
-    assert py.done("s1", 10)["status"] == "interrupted"
-    assert time.monotonic() - t < 5
+    assert py.done("s1", 30)["status"] == "interrupted"
+    assert time.monotonic() - t < 30   # not the 100 s it would sleep
     py.send(op="exec", id="s2", code="while True:\n    pass")
     time.sleep(0.5)
     py.send(op="interrupt", id="s2")
-    assert py.done("s2", 10)["status"] == "interrupted"
+    assert py.done("s2", 30)["status"] == "interrupted"
 
 
 def test_python_interrupt_stops_what_the_cell_started_and_spares_earlier_children(py):
@@ -238,13 +238,13 @@ def test_python_interrupt_stops_what_the_cell_started_and_spares_earlier_childre
     time.sleep(0.7)
     t = time.monotonic()
     py.send(op="interrupt", id="s1")
-    d = py.done("s1", 10)
-    assert d["status"] == "interrupted" and time.monotonic() - t < 5
+    d = py.done("s1", 30)
+    assert d["status"] == "interrupted" and time.monotonic() - t < 30   # not the 100 s it would sleep
     assert "not reached" not in "".join(e.get("text", "") for e in py.of("s1"))
     py.send(op="exec", id="s2", code="import subprocess\nsubprocess.run(['sh', '-c', 'sleep 100; echo x'])")
     time.sleep(0.7)
     py.send(op="interrupt", id="s2")
-    assert py.done("s2", 10)["status"] == "interrupted"
+    assert py.done("s2", 30)["status"] == "interrupted"
     assert py.cell("server.poll()")["value"] is None        # still running
     py.cell("server.kill(); server.wait()")
 
@@ -255,7 +255,7 @@ def test_python_interrupt_is_raised_once(py, wait):
                                    "    caught += 1\n    for i in range(3000000):\n        pass\ncaught" % wait)
     time.sleep(0.5)
     py.send(op="interrupt", id="s")
-    d = py.done("s", 10)
+    d = py.done("s", 30)
     assert d["status"] == "ok" and d["value"]["text/plain"] == "1", d
 
 
@@ -264,7 +264,7 @@ def test_python_interrupt_survives_a_cell_that_ignores_sigint(py):
     py.send(op="exec", id="s1", code="import time\ntime.sleep(100)")
     time.sleep(0.5)
     py.send(op="interrupt", id="s1")
-    assert py.done("s1", 10)["status"] == "interrupted"
+    assert py.done("s1", 30)["status"] == "interrupted"
 
 
 def test_a_forked_child_ends_with_the_cell(py):
@@ -281,7 +281,7 @@ def test_a_big_put_is_linear(py, tmp_path):
     t = time.monotonic()
     d, _ = py.op("put", path="big.bin", base64=base64.b64encode(data).decode())
     assert d["status"] == "ok" and (tmp_path / "big.bin").read_bytes() == data
-    assert time.monotonic() - t < 20
+    assert time.monotonic() - t < 60   # quadratic reading took minutes
 
 
 def test_interrupt_between_cells_is_harmless(py):
@@ -512,17 +512,17 @@ def test_bash_interrupt_keeps_state(start):
     b = start("bash")
     b.cell("x=7")
     b.send(op="exec", id="s", code="echo start; sleep 100; echo after")
-    b.wait(lambda e: e.get("ev") == "stdout" and e.get("id") == "s", 10)
+    b.wait(lambda e: e.get("ev") == "stdout" and e.get("id") == "s", 30)
     t = time.monotonic()
     b.send(op="interrupt", id="s")
-    d = b.done("s", 10)
-    assert time.monotonic() - t < 5
+    d = b.done("s", 30)
+    assert time.monotonic() - t < 30   # not the 100 s it would sleep
     assert d["status"] == "interrupted"
     assert "after" not in "".join(e.get("text", "") for e in b.of("s"))
     b.send(op="exec", id="s2", code="while :; do :; done")
     time.sleep(0.5)
     b.send(op="interrupt", id="s2")
-    assert b.done("s2", 10)["status"] == "interrupted"
+    assert b.done("s2", 30)["status"] == "interrupted"
     assert b.cell("echo $x")["stdout"] == "7\n"
 
 
@@ -581,15 +581,15 @@ def test_javascript_interrupt_keeps_state(start):
     j.send(op="exec", id="s", code="while (true) {}")
     time.sleep(0.5)
     j.send(op="interrupt", id="s")
-    assert j.done("s", 10)["status"] == "interrupted"
+    assert j.done("s", 30)["status"] == "interrupted"
     j.send(op="exec", id="s2", code="await new Promise(() => {})")
     time.sleep(0.5)
     j.send(op="interrupt", id="s2")
-    assert j.done("s2", 10)["status"] == "interrupted"
+    assert j.done("s2", 30)["status"] == "interrupted"
     j.send(op="exec", id="s3", code="require('child_process').execSync('sleep 100')")
     time.sleep(0.5)
     j.send(op="interrupt", id="s3")
-    assert j.done("s3", 10)["status"] == "interrupted"
+    assert j.done("s3", 30)["status"] == "interrupted"
     assert j.cell("kept")["value"]["text/plain"] == "'yes'"
 
 
@@ -599,7 +599,7 @@ def test_javascript_interrupt_spares_what_earlier_cells_started(start):
     j.send(op="exec", id="s", code="require('child_process').execSync('sleep 100')")
     time.sleep(0.7)
     j.send(op="interrupt", id="s")
-    assert j.done("s", 10)["status"] == "interrupted"
+    assert j.done("s", 30)["status"] == "interrupted"
     assert j.cell("[srv.exitCode, srv.signalCode]")["value"]["text/plain"] == "[ null, null ]"
     j.cell("srv.kill('SIGKILL')")
 
@@ -620,7 +620,7 @@ def test_interrupt_when_started_with_sigint_ignored(start, language, code):
     d.send(op="exec", id="s", code=code)
     time.sleep(0.7)
     d.send(op="interrupt", id="s")
-    assert d.done("s", 10)["status"] == "interrupted"
+    assert d.done("s", 30)["status"] == "interrupted"
     assert d.cell("1" if language != "bash" else "true")["status"] == "ok"
 
 

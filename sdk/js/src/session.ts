@@ -61,8 +61,8 @@ export interface CellOptions {
   onDisplay?: (data: MimeBundle) => unknown;
   /**
    * Stops waiting: the connection is closed and the call rejects with the signal's
-   * reason. The service lets the cell run on to its end or its `timeout` (its state is
-   * the session's), and the next cell waits for it; give cells a `timeout` to bound that.
+   * reason. The service then interrupts the cell, as {@link Session.interrupt} does (the
+   * session and its state stay; the next cell runs once it has stopped).
    */
   signal?: AbortSignal;
 }
@@ -255,6 +255,20 @@ export class Session implements AsyncDisposable {
       this.#end(`session ${this.id} has ended: ${why}`, this.#info.endedReason, 410);
     }
     return this.#info;
+  }
+
+  /**
+   * Interrupts the running cell, as Jupyter's "interrupt kernel" does (Python:
+   * `KeyboardInterrupt`; bash and javascript: SIGINT); the session and its state stay.
+   * The cell's own `exec` resolves with status `interrupted` and error type `cancelled`;
+   * a cell that does not stop within 2 s ends the session (`cell_timeout`).
+   * @returns whether a cell was running.
+   */
+  async interrupt(options: SessionCallOptions = {}): Promise<boolean> {
+    checkKeys("interrupt options", options, CALL_OPTIONS);
+    this.#check();
+    const doc = await this.#guard(() => this.#call({ method: "POST", path: this.#path("/interrupt"), signal: options.signal }, [202]));
+    return (doc as Record<string, unknown> | null)?.["interrupted"] === true;
   }
 
   /**

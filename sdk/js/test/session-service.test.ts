@@ -2,7 +2,7 @@
  * Sessions against the real service: state kept across cells in Python, JavaScript
  * and Bash; the last expression's value and its mime bundle; a chart displayed and
  * streamed; an exception and an interrupted cell as results (the state kept); a cell
- * its caller stopped waiting for runs on, and the next one follows it; files
+ * its caller stopped waiting for, or interrupt(), interrupts it (state kept); files
  * written, read and listed; `await using` and `close()` (the id is gone afterwards);
  * SessionEndedError for a session closed, idle past its timeout, or killed at its
  * memory limit; 429 past MAX_SESSIONS.
@@ -81,16 +81,33 @@ describe("cells", () => {
     assert.equal((await s.exec("kept")).value, "'yes'");
   });
 
-  test("a cell whose caller stopped waiting (signal) runs on to its end; the next cell follows it", async () => {
+  test("a cell whose caller stopped waiting (signal) is interrupted; the state stays, the next cell runs", async () => {
     await using s = await Session.create({ client });
+    await s.exec("x = 6");
+    const loop = "print('started', flush=True)\ntry:\n    while True:\n        pass\n" +
+      "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise";
     const controller = new AbortController();
-    const cell = s.exec("import time\nprint('started', flush=True)\ntime.sleep(1)\ndone = 'yes'", {
-      signal: controller.signal,
-      onStdout: () => controller.abort(),
-    });
+    const cell = s.exec(loop, { timeout: 30, signal: controller.signal, onStdout: () => controller.abort() });
     await assert.rejects(cell, { name: "AbortError" });
     assert.equal(s.ended, false);
-    assert.equal((await s.exec("done")).value, "'yes'");
+    // cut by the interrupt (its own handler ran), not by its 30 s limit
+    assert.equal((await s.exec("(x, cut)", { timeout: 5 })).value, "(6, 'interrupted')");
+  });
+
+  test("interrupt() stops the running cell: its result says cancelled, the state stays", async () => {
+    await using s = await Session.create({ client });
+    await s.exec("x = 7");
+    let running!: () => void;
+    const started = new Promise<void>((r) => (running = r));
+    const cell = s.exec("print('started', flush=True)\nwhile True:\n    pass", { timeout: 30, onStdout: () => running() });
+    await started;
+    assert.equal(await s.interrupt(), true);
+    const r = await cell;
+    assert.equal(r.status, "interrupted");
+    assert.equal(r.error?.type, "cancelled");
+    assert.equal(r.exception?.type, "KeyboardInterrupt");
+    assert.equal(await s.interrupt(), false);
+    assert.equal((await s.exec("x")).value, "7");
   });
 
   test("JavaScript and Bash sessions keep theirs", async () => {

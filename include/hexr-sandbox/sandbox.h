@@ -580,8 +580,16 @@ typedef struct hxs_cell_callbacks {
 #define HXS_SESSION_QUEUE_MAX 16
 HXS_API int hxs_session_exec(hxs_session *s, const hxs_request *cell, const hxs_cell_callbacks *cb,
                              uint64_t *ret_handle, hxs_error *err);
-/* No more callbacks for it: queued, it is dropped; running, it runs on, unheard. */
+/* No more callbacks for it (its caller went away): queued, it is dropped; running, it
+ * is interrupted as by hxs_session_interrupt, unheard. The session and its state stay. */
 HXS_API void hxs_session_cancel(hxs_session *s, uint64_t handle);
+/* Interrupts a cell (handle 0: the running one), as "interrupt kernel" does: running,
+ * its code gets the driver's interrupt (status as the driver says, "interrupted" for an
+ * interrupted Python cell; error type "cancelled"), and if it has not stopped 2 s later
+ * the session ends (HXS_SESSION_CELL_TIMEOUT); queued, it never reaches the driver and is
+ * answered "interrupted" when its turn comes. From the next hxs_session_process.
+ * -ENOENT: no such cell (or a file operation, which is not interrupted), or ended. */
+HXS_API int hxs_session_interrupt(hxs_session *s, uint64_t handle);
 
 /* File operations in a live session, relative to its working directory, with exec's
  * path rule (HXS_ERR_INVALID naming "path"); queued like cells. */

@@ -35,6 +35,7 @@ enum {
         SR_EXEC,        /* /api/v1/sessions/{id}/exec */
         SR_LIST,        /* /api/v1/sessions/{id}/files */
         SR_FILE,        /* /api/v1/sessions/{id}/files/{path} */
+        SR_INTERRUPT,   /* /api/v1/sessions/{id}/interrupt */
         SR_UNKNOWN,
 };
 
@@ -66,6 +67,8 @@ static int route_of(call *c, const char *url, char *id)
                 return SR_ONE;
         if (strcmp(p, "/exec") == 0)
                 return SR_EXEC;
+        if (strcmp(p, "/interrupt") == 0)
+                return SR_INTERRUPT;
         if (strcmp(p, "/files") == 0 || strcmp(p, "/files/") == 0)
                 return SR_LIST;
         if (strncmp(p, "/files/", 7) == 0 && strlen(p + 7) < sizeof(c->session_path)) {
@@ -164,7 +167,8 @@ int session_call_headers(call *c, const char *method, const char *url, uint64_t 
                 return -1;
         }
         snprintf(c->session_id, sizeof(c->session_id), "%s", id);
-        if ((post || put) && admission_draining(srv)) {
+        /* an interrupt is no new work: it helps a drain along */
+        if ((post || put) && c->session_route != SR_INTERRUPT && admission_draining(srv)) {
                 call_set_error(c, 503, "draining", "the service is shutting down and takes no new work; retry on another instance");
                 return -1;
         }
@@ -200,6 +204,17 @@ int session_call_headers(call *c, const char *method, const char *url, uint64_t 
                 }
                 c->wants_stream = stream_wanted(c->conn);
                 return check_cell_body(c, length);
+        case SR_INTERRUPT:
+                if (!post)
+                        return method_not_allowed(c, "POST");
+                if (hxs_session_get_state(ls->s) == HXS_SESSION_ENDED) {
+                        session_ended(c, ls);
+                        return -1;
+                }
+                /* "interrupt kernel": the running cell stops, the session and its state stay;
+                 * its own caller gets its result (status and error "cancelled") */
+                reply_json(c, 202, json_pack("{s:b}", "interrupted", hxs_session_interrupt(ls->s, 0) == 0));
+                return 1;
         case SR_LIST:
                 if (!get)
                         return method_not_allowed(c, "GET, HEAD");

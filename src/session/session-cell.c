@@ -163,8 +163,23 @@ static void send_put(hxs_session *s, session_item *it)
         (void)proto_send(s, cmd);
 }
 
+static void deliver(hxs_session *s, session_item *it);
+
+static void cancelled_result(session_item *it)
+{
+        it->res.status = HXS_CELL_INTERRUPTED;
+        snprintf(it->res.error_type, sizeof(it->res.error_type), "cancelled");
+        snprintf(it->res.error_message, sizeof(it->res.error_message), "interrupted: cancelled by its caller");
+}
+
 static void send_exec(hxs_session *s, session_item *it)
 {
+        if (it->interrupt_wanted) {
+                /* interrupted before its code reached the driver: it never runs */
+                cancelled_result(it);
+                deliver(s, it);
+                return;
+        }
         it->phase = PHASE_EXEC;
         snprintf(it->id, sizeof(it->id), "c%llu", (unsigned long long)it->handle);
         json_t *cmd = json_pack("{s:s, s:s, s:o, s:I}", "op", "exec", "id", it->id, "code",
@@ -199,12 +214,28 @@ static void cell_begin(hxs_session *s, session_item *it)
         s->cells++;
         it->res.cell = s->cells;
         it->began_ms = session_now_ms();
+        if (it->interrupt_wanted) {
+                send_exec(s, it);       /* answered at once: it never reaches the driver */
+                return;
+        }
         if (it->req->n_files > 0) {
                 it->phase = PHASE_PUT;
                 send_put(s, it);
         } else {
                 send_exec(s, it);
         }
+}
+
+/* Interrupted by its caller: its code gets the driver's interrupt, once (the session's
+ * timer gives it the grace a time limit gives); before its code ran, it never runs. */
+static void cell_interrupt(hxs_session *s, session_item *it)
+{
+        if (it->phase != PHASE_EXEC || it->cancel_sent || it->interrupt_sent)
+                return;
+        it->cancel_sent = true;
+        s->deadline = 0;
+        s->grace_deadline = session_now_ms() + SESSION_INTERRUPT_GRACE_MS;
+        (void)proto_send(s, json_pack("{s:s, s:s}", "op", "interrupt", "id", it->id));
 }
 
 static void cell_time_limit(hxs_session *s, session_item *it)
@@ -251,8 +282,9 @@ static void deliver(hxs_session *s, session_item *it)
 static void cell_abort(hxs_session *s, session_item *it)
 {
         it->res.status = HXS_CELL_SESSION_ENDED;
-        bool stuck = s->end == HXS_SESSION_CELL_TIMEOUT && it->interrupt_sent;
-        snprintf(it->res.error_type, sizeof(it->res.error_type), "%s", stuck ? "timeout" : "session_ended");
+        bool stuck = s->end == HXS_SESSION_CELL_TIMEOUT && (it->interrupt_sent || it->cancel_sent);
+        snprintf(it->res.error_type, sizeof(it->res.error_type), "%s",
+                 !stuck ? "session_ended" : it->interrupt_sent ? "timeout" : "cancelled");
         snprintf(it->res.error_message, sizeof(it->res.error_message), "%s", s->end_message);
         if (!it->began_ms)
                 it->began_ms = session_now_ms();
@@ -362,6 +394,10 @@ static void on_exec_done(hxs_session *s, session_item *it, json_t *obj)
                 snprintf(res->error_type, sizeof(res->error_type), "timeout");
                 snprintf(res->error_message, sizeof(res->error_message),
                          "interrupted: time limit of %u s exceeded", it->req->timeout_s);
+        } else if (it->cancel_sent && res->status != HXS_CELL_OK) {
+                /* the driver's status stays (a cell that caught the interrupt says so) */
+                snprintf(res->error_type, sizeof(res->error_type), "cancelled");
+                snprintf(res->error_message, sizeof(res->error_message), "interrupted: cancelled by its caller");
         }
         send_collect(s, it);
 }
@@ -529,5 +565,6 @@ static const item_ops cell_ops = {
         .event = cell_event,
         .abort = cell_abort,
         .time_limit = cell_time_limit,
+        .interrupt = cell_interrupt,
         .free = cell_free,
 };

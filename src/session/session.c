@@ -240,10 +240,43 @@ static void finish(hxs_session *s)
 
 /* ---- the queue ------------------------------------------------------------------- */
 
+/* The running item, or the queued one, that handle names (NULL: none). */
+static session_item *find_item(hxs_session *s, uint64_t handle)
+{
+        if (s->running && (handle == 0 || s->running->handle == handle))
+                return s->running;
+        for (session_item *it = s->head; it && handle; it = it->next)
+                if (it->handle == handle)
+                        return it;
+        return NULL;
+}
+
+/* Interrupts happen in the next hxs_session_process, never within the caller's call. */
+static void want_interrupt(hxs_session *s, session_item *it)
+{
+        if (!it->ops->interrupt || it->interrupt_wanted)
+                return;
+        it->interrupt_wanted = true;
+        (void)timerfd_arm_ms(s->timer_fd, 1);
+}
+
+int hxs_session_interrupt(hxs_session *s, uint64_t handle)
+{
+        session_item *it = find_item(s, handle);
+        if (!it || !it->ops->interrupt || s->end || s->finished)
+                return -ENOENT;
+        want_interrupt(s, it);
+        return 0;
+}
+
 void hxs_session_cancel(hxs_session *s, uint64_t handle)
 {
+        if (handle == 0)
+                return;
         if (s->running && s->running->handle == handle) {
+                /* nobody waits for it: it stops, the session and its state stay */
                 s->running->cancelled = true;
+                want_interrupt(s, s->running);
                 return;
         }
         for (session_item **p = &s->head; *p; p = &(*p)->next)
@@ -299,10 +332,20 @@ static void check_timers(hxs_session *s, uint64_t now)
         if (!it)
                 return;
         if (s->grace_deadline && now >= s->grace_deadline) {
-                session_end(s, HXS_SESSION_CELL_TIMEOUT,
-                            "the cell did not stop within %u s of its interrupt at its time limit of %u s",
-                            SESSION_INTERRUPT_GRACE_MS / 1000, it->req ? it->req->timeout_s : 0);
+                if (it->cancel_sent)
+                        session_end(s, HXS_SESSION_CELL_TIMEOUT,
+                                    "the cell did not stop within %u s of the interrupt its caller asked for",
+                                    SESSION_INTERRUPT_GRACE_MS / 1000);
+                else
+                        session_end(s, HXS_SESSION_CELL_TIMEOUT,
+                                    "the cell did not stop within %u s of its interrupt at its time limit of %u s",
+                                    SESSION_INTERRUPT_GRACE_MS / 1000, it->req ? it->req->timeout_s : 0);
                 return;
+        }
+        if (it->interrupt_wanted && it->ops->interrupt) {
+                it->ops->interrupt(s, it);
+                if (s->end || s->running != it)
+                        return;
         }
         if (s->deadline && now >= s->deadline) {
                 if (it->ops->time_limit && it->phase == PHASE_EXEC) {

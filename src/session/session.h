@@ -43,6 +43,9 @@ typedef struct item_ops {
         void (*event)(struct hxs_session *s, session_item *it, const char *ev, json_t *obj);
         void (*abort)(struct hxs_session *s, session_item *it);      /* the session ended: answer */
         void (*time_limit)(struct hxs_session *s, session_item *it); /* NULL: none of its own */
+        /* its caller interrupted it (interrupt_wanted): called by each process while it
+         * runs; NULL: it runs to its end (file operations are short) */
+        void (*interrupt)(struct hxs_session *s, session_item *it);
         void (*free)(session_item *it);                             /* its own fields */
 } item_ops;
 
@@ -59,7 +62,9 @@ struct session_item {
         hxs_cell_callbacks cb;
         cell_phase phase;
         size_t next_file;               /* the next of req->files to put */
-        bool interrupt_sent;
+        bool interrupt_sent;            /* at its time limit */
+        bool interrupt_wanted;          /* its caller interrupted it (or went away) */
+        bool cancel_sent;               /* ... and the interrupt went to the driver */
         uint64_t began_ms;
         hxs_cell_result res;            /* filled as it goes */
         capbuf out, err;

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 import pytest
 
@@ -157,6 +158,44 @@ def test_a_streamed_cell(client: Client) -> None:
         assert r.value == "'end'"
     assert "".join(out) == "0\n1\n2\n"
     assert shown == [{"text/plain": "7"}]
+
+
+LOOP = ("print('in', flush=True)\ntry:\n    while True:\n        pass\n"
+        "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise")
+
+
+def test_interrupt_stops_the_running_cell_and_keeps_the_state(client: Client) -> None:
+    with Session("python", client=client) as s:
+        s.exec("x = 3")
+        started = threading.Event()
+        results: List[Any] = []
+        cell = threading.Thread(target=lambda: results.append(
+            s.exec(LOOP, timeout=30, on_stdout=lambda _text: started.set())))
+        cell.start()
+        assert started.wait(30)
+        assert s.interrupt() is True
+        cell.join(20)
+        assert not cell.is_alive(), "the cell ran on after its interrupt"
+        r = results[0]
+        assert r.status == "interrupted" and r.error is not None and r.error.type == "cancelled", r
+        assert r.exception is not None and r.exception.type == "KeyboardInterrupt"
+        assert s.interrupt() is False      # nothing running
+        assert s.exec("(x, cut)").value == "(3, 'interrupted')"
+
+
+def test_async_interrupt(service_url: str) -> None:
+    async def main() -> None:
+        async with AsyncSession("python", url=service_url) as s:
+            await s.exec("x = 4")
+            started = asyncio.Event()
+            cell = asyncio.ensure_future(s.exec(LOOP, timeout=30, on_stdout=lambda _text: started.set()))
+            await asyncio.wait_for(started.wait(), 30)
+            assert await s.interrupt() is True
+            r = await asyncio.wait_for(cell, 20)
+            assert r.status == "interrupted" and r.error is not None and r.error.type == "cancelled", r
+            assert (await s.exec("(x, cut)")).value == "(4, 'interrupted')"
+
+    asyncio.run(main())
 
 
 def test_closed_sessions_raise(client: Client) -> None:

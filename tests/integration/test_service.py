@@ -569,6 +569,7 @@ def test_openapi_refs_resolve(openapi):
     assert set(openapi.doc["paths"]) == {"/api/v1/exec", "/execute", "/api/v1/executions/{id}", "/health",
                                           "/metrics", "/api/v1/runtimes", "/api/v1/sessions",
                                           "/api/v1/sessions/{id}", "/api/v1/sessions/{id}/exec",
+                                          "/api/v1/sessions/{id}/interrupt",
                                           "/api/v1/sessions/{id}/files", "/api/v1/sessions/{id}/files/{path}",
                                           "/mcp"}
 

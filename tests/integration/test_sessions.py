@@ -325,6 +325,7 @@ def test_another_caller_gets_404(start_service, openapi):
     status, _, _ = bob.call("POST", f"{PREFIX}/{sid}/exec", {"code": "1"}, PREFIX + "/{id}/exec")
     assert status == 404
     assert bob.call("GET", f"{PREFIX}/{sid}/files/x", doc_path=PREFIX + "/{id}/files/{path}")[0] == 404
+    assert bob.call("POST", f"{PREFIX}/{sid}/interrupt", doc_path=PREFIX + "/{id}/interrupt")[0] == 404
     assert bob.delete(sid) == 404
     assert bob.call("GET", PREFIX, doc_path=PREFIX)[2] == {"sessions": []}
     assert alice.cell(sid, "2 + 2")["value"] == "4"
@@ -447,17 +448,66 @@ def test_a_driver_that_dies_ends_the_session_as_crashed(api, py):
     assert status == 410 and err["error"]["code"] == "session_ended", err
 
 
-def test_a_stream_client_that_leaves_does_not_end_the_session(svc, api, py):
+LOOP = ("print('a', flush=True)\ntry:\n    while True:\n        pass\n"
+        "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise")
+
+
+def open_stream(svc, sid: str, code: str, timeout: float = 30):
+    """A streamed cell whose first event has begun (so its code runs)."""
     conn = connection(svc.url, 30)
-    conn.request("POST", f"{PREFIX}/{py}/exec", body=json.dumps({"code": "import time\nprint('a', flush=True)\n"
-                                                                          "time.sleep(1)\ny = 5"}),
+    conn.request("POST", f"{PREFIX}/{sid}/exec", body=json.dumps({"code": code, "timeout": timeout}),
                  headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
     resp = conn.getresponse()
     assert resp.status == 200
-    resp.fp.readline()  # the first event has begun
+    resp.fp.readline()
+    return conn, resp
+
+
+def test_a_stream_client_that_leaves_does_not_end_the_session(svc, api, py):
+    api.cell(py, "x = 7")
+    conn, _ = open_stream(svc, py, LOOP, timeout=30)
     conn.close()
-    # the cell ran on, unheard; the next one waits for it
-    assert api.cell(py, "y")["value"] == "5"
+    # the cell is interrupted (not left to its 30 s limit): the next one answers at once,
+    # within less than that limit, and the session with its state lives on
+    res = api.call("POST", f"{PREFIX}/{py}/exec", {"code": "(x, cut)"}, PREFIX + "/{id}/exec", timeout=20)[2]
+    assert res["status"] == "ok" and res["value"] == "(7, 'interrupted')", res
+    assert res["session"]["state"] == "idle", res
+
+
+def test_a_json_client_that_leaves_interrupts_its_cell(svc, api, py):
+    api.cell(py, "x = 8")
+    conn = connection(svc.url, 30)
+    conn.request("POST", f"{PREFIX}/{py}/exec", body=json.dumps({"code": "while True: pass", "timeout": 30}),
+                 headers={"Content-Type": "application/json"})
+    wait_for(lambda: api.info(py)[1]["state"] == "busy", 20, "the cell to run")
+    conn.close()
+    res = api.call("POST", f"{PREFIX}/{py}/exec", {"code": "x"}, PREFIX + "/{id}/exec", timeout=20)[2]
+    assert res["status"] == "ok" and res["value"] == "8", res
+
+
+def test_the_interrupt_route_stops_the_running_cell(svc, api, py):
+    api.cell(py, "x = 9")
+    path = PREFIX + "/{id}/interrupt"
+    conn, resp = open_stream(svc, py, LOOP, timeout=30)
+    try:
+        status, _, body = api.call("POST", f"{PREFIX}/{py}/interrupt", doc_path=path)
+        assert status == 202 and body == {"interrupted": True}, body
+        # the raw chunked stream, read up to the result event's data line
+        line = b""
+        while line != b"event: result\n":
+            line = resp.fp.readline()
+            assert line, "the stream ended before its result"
+        result = json.loads(resp.fp.readline().decode().split("data: ", 1)[1])
+    finally:
+        conn.close()
+    assert result["status"] == "interrupted" and result["error"]["type"] == "cancelled", result
+    assert result["exception"]["type"] == "KeyboardInterrupt", result
+    assert result["session"]["state"] == "idle", result
+    # nothing running: nothing to interrupt, the session stays
+    status, _, body = api.call("POST", f"{PREFIX}/{py}/interrupt", doc_path=path)
+    assert status == 202 and body == {"interrupted": False}, body
+    assert api.cell(py, "(x, cut)")["value"] == "(9, 'interrupted')"
+    assert api.call("POST", f"{PREFIX}/{'0' * 32}/interrupt", doc_path=path)[0] == 404
 
 
 def test_a_session_is_a_sandbox(api, py):

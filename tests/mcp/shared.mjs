@@ -211,6 +211,34 @@ export function transportTests(name, connect) {
     }
   });
 
+  test(`${name}: a cancelled session_exec interrupts its cell, and the session lives on`, async () => {
+    const { client, close } = await connect();
+    try {
+      const created = await client.callTool({ name: "session_create", arguments: { language: "python" } });
+      const sid = created.structuredContent.id;
+      await client.callTool({ name: "session_exec", arguments: { session_id: sid, code: "x = 5" } });
+      const marker = `hxs-mcp-interrupt-${process.pid}-${Date.now()}`;
+      const code = "import subprocess\ntry:\n" +
+        `    subprocess.run(['bash', '-c', 'exec -a ${marker} sleep 60'])\n` +
+        "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise";
+      const ac = new AbortController();
+      const call = client.callTool({ name: "session_exec", arguments: { session_id: sid, code, timeout: 30 } },
+        undefined, { signal: ac.signal });
+      call.catch(() => {});
+      await waitFor(() => pidsNamed(marker).length > 0, 20, "the cell's sleep to start");
+      ac.abort("enough");
+      await assert.rejects(call);
+      // interrupted, not left to its 30 s limit: what it started is gone, its state stays
+      await waitFor(() => pidsNamed(marker).length === 0, 15, "the interrupted cell's sleep to end");
+      const r = await client.callTool({ name: "session_exec", arguments: { session_id: sid, code: "(x, cut)" } });
+      assert.equal(r.structuredContent.value, "(5, 'interrupted')", JSON.stringify(r.structuredContent));
+      assert.equal(r.structuredContent.session.state, "idle");
+      await client.callTool({ name: "session_close", arguments: { session_id: sid } });
+    } finally {
+      await close();
+    }
+  });
+
   test(`${name}: several calls run at once`, async () => {
     const { client, close } = await connect();
     try {

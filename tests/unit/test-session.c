@@ -5,8 +5,11 @@
  * session with "protocol"; the queue's bound. Then real namespace sessions (skipped
  * where no sandbox can start): state across cells, the last expression's value, an
  * exception, an interrupt at the time limit that keeps state, a cell that does not
- * stop ending the session with cell_timeout, files put, got and listed, bash state. */
+ * stop ending the session with cell_timeout, files put, got and listed, bash state,
+ * a cell interrupted by its caller (state kept, a queued cell never run, a cancelled
+ * cell stopped so the next one runs at once). */
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -264,6 +267,90 @@ static void test_python(void **state)
         hxs_engine_free(e);
 }
 
+/* A cell's callbacks, recorded. */
+typedef struct seen {
+        bool done, output;
+        hxs_cell_result res;
+} seen;
+
+static void seen_output(void *userdata, int stream, const void *data, size_t len)
+{
+        (void)stream, (void)data, (void)len;
+        ((seen *)userdata)->output = true;
+}
+
+static void seen_done(void *userdata, hxs_cell_result *res)
+{
+        seen *w = userdata;
+        w->res = *res;
+        w->done = true;
+}
+
+static uint64_t queue_cell(hxs_session *s, const char *code, seen *w)
+{
+        hxs_request *cell = hxs_request_new();
+        assert_int_equal(hxs_request_set_code(cell, code, strlen(code)), 0);
+        hxs_request_set_timeout_s(cell, 30);
+        hxs_cell_callbacks cb = { .output = seen_output, .done = seen_done, .userdata = w };
+        hxs_error err = { 0 };
+        uint64_t h = 0;
+        assert_int_equal(hxs_session_exec(s, cell, &cb, &h, &err), 0);
+        hxs_request_free(cell);
+        return h;
+}
+
+/* Turns until *flag (a cell's time limit of 30 s is far away: it is not what stops it). */
+static void turn_until(hxs_session *s, const bool *flag)
+{
+        while (!*flag) {
+                struct pollfd p = { .fd = hxs_session_fd(s), .events = POLLIN };
+                (void)poll(&p, 1, 1000);
+                hxs_session_process(s);
+        }
+}
+
+static void test_interrupt(void **state)
+{
+        (void)state;
+        hxs_engine *e = real_engine();
+        if (!e)
+                skip();
+        hxs_session *s = real_session(e, "python");
+        assert_value(s, "x = 41; x", "41");
+
+        /* running: interrupted, state kept; queued behind it: never run */
+        seen a = { 0 }, b = { 0 };
+        (void)queue_cell(s, "print('in', flush=True)\nwhile True: pass", &a);
+        uint64_t hb = queue_cell(s, "x = 0", &b);
+        turn_until(s, &a.output);
+        assert_int_equal(hxs_session_interrupt(s, hb), 0);
+        assert_int_equal(hxs_session_interrupt(s, 0), 0);
+        turn_until(s, &a.done);
+        assert_int_equal(a.res.status, HXS_CELL_INTERRUPTED);
+        assert_string_equal(a.res.error_type, "cancelled");
+        assert_non_null(strstr(a.res.exception_json, "KeyboardInterrupt"));
+        hxs_cell_result_clear(&a.res);
+        turn_until(s, &b.done);
+        assert_int_equal(b.res.status, HXS_CELL_INTERRUPTED);
+        assert_string_equal(b.res.error_type, "cancelled");
+        hxs_cell_result_clear(&b.res);
+        assert_value(s, "x", "41");
+
+        /* cancelled (its caller went away): stopped unheard, the next cell runs */
+        seen c = { 0 };
+        uint64_t hc = queue_cell(s, "print('in', flush=True)\nwhile True: pass", &c);
+        turn_until(s, &c.output);
+        hxs_session_cancel(s, hc);
+        assert_value(s, "x + 1", "42");
+        assert_false(c.done);
+        assert_int_equal(hxs_session_interrupt(s, 0), -ENOENT);
+        hxs_session_info in;
+        hxs_session_get_info(s, &in);
+        assert_int_equal(in.state, HXS_SESSION_IDLE);
+        hxs_session_free(s);
+        hxs_engine_free(e);
+}
+
 static void test_bash(void **state)
 {
         (void)state;
@@ -292,6 +379,7 @@ int main(void)
                 cmocka_unit_test(test_line_max),
                 cmocka_unit_test(test_queue_bound),
                 cmocka_unit_test(test_python),
+                cmocka_unit_test(test_interrupt),
                 cmocka_unit_test(test_bash),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

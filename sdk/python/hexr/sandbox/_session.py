@@ -103,6 +103,9 @@ class _Calls:
     def delete(self) -> _Call:
         return _Call("DELETE", self._path(""), None, self._short(), ok=(200, 204))
 
+    def interrupt(self) -> _Call:
+        return _Call("POST", self._path("/interrupt"), None, self._short(), ok=(202,))
+
     def put_file(self, path: str, data: Any) -> _Call:
         spec = _files.normalise([(_checked_path(path), data)])[0]
         return _Call("PUT", self._path("/files/" + _quote_path(path)), _files.RawBody(spec),
@@ -183,6 +186,10 @@ class _Calls:
         return FileInfo(doc.get("path") if isinstance(doc.get("path"), str) else path,
                         size if isinstance(size, int) and not isinstance(size, bool) else length,
                         doc.get("mime") if isinstance(doc.get("mime"), str) else "application/octet-stream")
+
+    def interrupted(self, address: _http.Address, response: _http.Response) -> bool:
+        doc = _http.decode_json(address, response) if response.body else {}
+        return isinstance(doc, dict) and doc.get("interrupted") is True
 
     def info_of(self, address: _http.Address, response: _http.Response) -> SessionInfo:
         info = SessionInfo.from_response(_http.decode_json(address, response))
@@ -440,6 +447,15 @@ class Session:
             self._calls.guard()
         return self._calls.info_of(self._address, self._send(self._calls.get()))
 
+    def interrupt(self) -> bool:
+        """Interrupt the running cell, as Jupyter's "interrupt kernel" does (Python:
+        ``KeyboardInterrupt``; bash and javascript: SIGINT): the session and its
+        state stay, the cell's own ``exec`` returns with ``status`` "interrupted"
+        and ``error.type`` "cancelled". True when a cell was running. A cell that
+        does not stop within 2 s ends the session (``cell_timeout``)."""
+        self._calls.guard()
+        return self._calls.interrupted(self._address, self._send(self._calls.interrupt()))
+
     def close(self) -> None:
         """End the session (``DELETE``); nothing of it is left. Idempotent; a
         session the service already ended is not an error here."""
@@ -614,6 +630,13 @@ class AsyncSession:
         await self.start()
         assert self._address is not None
         return self._calls.info_of(self._address, await self._send(self._calls.get()))
+
+    async def interrupt(self) -> bool:
+        """See :meth:`Session.interrupt`."""
+        await self.start()
+        self._calls.guard()
+        assert self._address is not None
+        return self._calls.interrupted(self._address, await self._send(self._calls.interrupt()))
 
     async def close(self) -> None:
         """See :meth:`Session.close`."""

@@ -663,6 +663,21 @@ class PythonKernel:
         return {"status": status, "value": value, "exception": exc}
 
 
+def without_driver_frames(te, seen=None):
+    """Drops the driver's frames from a TracebackException and those chained to it:
+    the ones that ran the cell (first) and the SIGINT handler that raised an
+    interrupt's KeyboardInterrupt (last)."""
+    seen = set() if seen is None else seen
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != DRIVER_FILE])
+    without_driver_frames(te.__cause__, seen)
+    without_driver_frames(te.__context__, seen)
+    for sub in getattr(te, "exceptions", None) or ():
+        without_driver_frames(sub, seen)
+
+
 def exception_info(e):
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == DRIVER_FILE:
@@ -670,7 +685,12 @@ def exception_info(e):
     if isinstance(e, SyntaxError) and tb is None:
         text = "".join(traceback.format_exception_only(type(e), e))
     else:
-        text = "".join(traceback.format_exception(type(e), e, tb))
+        try:
+            te = traceback.TracebackException(type(e), e, tb)
+            without_driver_frames(te)
+            text = "".join(te.format())
+        except Exception:              # whatever the cell made of its exception
+            text = "".join(traceback.format_exception(type(e), e, tb))
     try:
         msg = str(e)
     except Exception:

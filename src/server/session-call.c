@@ -78,20 +78,31 @@ static int route_of(call *c, const char *url, char *id)
         return SR_UNKNOWN;
 }
 
+/* An id that is not one of the caller's sessions: its own code, so that a client tells
+ * it from a file missing in a live session (not_found). */
 static void not_found(call *c)
 {
-        call_set_error(c, 404, "not_found",
+        call_set_error(c, 404, "session_not_found",
                        "no session with this id for this caller (an ended session is kept for a while, a deleted one is not)");
 }
 
+/* 410, with the reason the session ended as a field of its own (ended_reason's values). */
 static void session_ended(call *c, live_session *ls)
 {
         hxs_session_info in;
         hxs_session_get_info(ls->s, &in);
+        const char *reason = hxs_session_end_name(in.end) ?: "unknown";
         char msg[300];
-        snprintf(msg, sizeof(msg), "the session has ended (%s): %s", hxs_session_end_name(in.end) ?: "unknown",
-                 in.end_message);
+        snprintf(msg, sizeof(msg), "the session has ended (%s): %s", reason, in.end_message);
         call_set_error(c, 410, "session_ended", msg);
+        json_t *o = json_pack("{s:{s:s, s:o*, s:s}}", "error", "code", "session_ended", "message",
+                              json_string_lossy(msg, strlen(msg)), "reason", reason);
+        if (o) {
+                free(c->reply);
+                c->reply = json_dumps(o, JSON_COMPACT);
+                c->reply_len = c->reply ? strlen(c->reply) : 0;
+                json_decref(o);
+        }
 }
 
 static void reply_json(call *c, unsigned status, json_t *o)
@@ -467,7 +478,7 @@ static void exec_cell(call *c)
 
 /* ---- files ------------------------------------------------------------------------- */
 
-static void file_failed(call *c, const hxs_session_file_result *res)
+static void file_failed(call *c, live_session *ls, const hxs_session_file_result *res)
 {
         const char *msg = res->error_message[0] ? res->error_message : "the file operation failed";
         switch (res->status) {
@@ -475,7 +486,7 @@ static void file_failed(call *c, const hxs_session_file_result *res)
                 call_set_error(c, 404, "not_found", msg);
                 break;
         case -ESHUTDOWN:
-                call_set_error(c, 410, "session_ended", msg);
+                session_ended(c, ls);
                 break;
         case -EISDIR:
         case -ENOTDIR:
@@ -504,9 +515,10 @@ static void file_done(void *userdata, hxs_session_file_result *res)
 {
         call *c = userdata;
         int which = c->session_route;
+        live_session *ls = c->session; /* alive: this is its session's callback */
         c->session = NULL;
         if (res->status < 0) {
-                file_failed(c, res);
+                file_failed(c, ls, res);
         } else if (which == SR_LIST) {
                 reply_json(c, 200, entries_json(res));
         } else if (c->body_limit) { /* put */

@@ -200,7 +200,7 @@ def test_a_cell_that_does_not_stop_ends_its_session(api, py):
     assert status == 200 and info["state"] == "ended" and info["ended_reason"] == "cell_timeout", info
     status, _, err = api.call("POST", f"{PREFIX}/{py}/exec", {"code": "1"}, PREFIX + "/{id}/exec")
     assert status == 410 and err["error"]["code"] == "session_ended", err
-    assert "cell_timeout" in err["error"]["message"]
+    assert err["error"]["reason"] == "cell_timeout" and "cell_timeout" in err["error"]["message"], err
 
 
 def test_bash_and_javascript_keep_their_state(api):
@@ -265,7 +265,7 @@ def test_files_of_a_live_session(api, py):
     status, _, res = api.call("GET", f"{PREFIX}/{py}/files?path=data", doc_path=PREFIX + "/{id}/files")
     assert status == 200 and sorted(e["path"] for e in res["files"]) == ["data/in.csv", "data/out.bin"], res
     status, _, res = api.call("GET", f"{PREFIX}/{py}/files/nope.txt", doc_path=PREFIX + "/{id}/files/{path}")
-    assert status == 404, res
+    assert status == 404 and res["error"]["code"] == "not_found", res   # the session is there
     for bad in ("../etc/passwd", "a/../../b"):
         status, _, res = api.call("PUT", f"{PREFIX}/{py}/files/{bad}", b"x", PREFIX + "/{id}/files/{path}",
                                   headers={"Content-Type": "application/octet-stream"})
@@ -295,7 +295,8 @@ def test_create_checks_its_fields(api):
     assert status == 200 and sid in [s["id"] for s in res["sessions"]], res
     assert api.delete(sid) == 204
     assert api.info(sid)[0] == 404 and api.delete(sid) == 404
-    assert api.info("0" * 32)[0] == 404
+    status, res = api.info("0" * 32)
+    assert status == 404 and res["error"]["code"] == "session_not_found", res
 
 
 def test_idle_timeout_and_lifetime_end_it_and_leave_nothing(start_service, openapi, own_state):
@@ -324,7 +325,8 @@ def test_another_caller_gets_404(start_service, openapi):
     assert bob.info(sid)[0] == 404
     status, _, _ = bob.call("POST", f"{PREFIX}/{sid}/exec", {"code": "1"}, PREFIX + "/{id}/exec")
     assert status == 404
-    assert bob.call("GET", f"{PREFIX}/{sid}/files/x", doc_path=PREFIX + "/{id}/files/{path}")[0] == 404
+    status, _, res = bob.call("GET", f"{PREFIX}/{sid}/files/x", doc_path=PREFIX + "/{id}/files/{path}")
+    assert status == 404 and res["error"]["code"] == "session_not_found", res
     assert bob.call("POST", f"{PREFIX}/{sid}/interrupt", doc_path=PREFIX + "/{id}/interrupt")[0] == 404
     assert bob.delete(sid) == 404
     assert bob.call("GET", PREFIX, doc_path=PREFIX)[2] == {"sessions": []}
@@ -446,6 +448,7 @@ def test_a_driver_that_dies_ends_the_session_as_crashed(api, py):
     assert "status 3" in res["session"]["ended_message"], res
     status, _, err = api.call("GET", f"{PREFIX}/{py}/files", doc_path=PREFIX + "/{id}/files")
     assert status == 410 and err["error"]["code"] == "session_ended", err
+    assert err["error"]["reason"] == "crashed", err
 
 
 LOOP = ("print('a', flush=True)\ntry:\n    while True:\n        pass\n"

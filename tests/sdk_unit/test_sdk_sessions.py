@@ -76,7 +76,7 @@ class FakeSessions:
             return Reply(body={"sessions": [s["doc"] for s in self.sessions.values()]})
         m = SESSION_RE.match(path)
         if not m or m.group(1) not in self.sessions:
-            return Reply(status=404, body=error_doc("not_found", "no such session"))
+            return Reply(status=404, body=error_doc("session_not_found", "no such session"))
         s = self.sessions[m.group(1)]
         tail, fpath, query = m.group(2), m.group(3), m.group(4)
         if tail is None and req.method == "GET":
@@ -313,9 +313,30 @@ def test_the_reason_from_the_message_of_a_410(service: FakeServer) -> None:
 def test_a_file_route_404_for_the_session_is_session_ended(service: FakeServer) -> None:
     s = Session(url=service.url)
     service.responder = lambda req: Reply(status=404, body=error_doc(
-        "not_found", "no session with this id for this caller"))
+        "session_not_found", "no session with this id for this caller"))
     with pytest.raises(SessionEndedError):
         s.read_file("a")
+    s.close()
+
+
+def test_a_missing_file_is_told_by_its_code_not_its_words(service: FakeServer) -> None:
+    s = Session(url=service.url)
+    service.responder = lambda req: Reply(status=404, body=error_doc("not_found", "no session file named a"))
+    with pytest.raises(SandboxRequestError) as err:
+        s.read_file("a")
+    assert not isinstance(err.value, SessionEndedError) and err.value.code == "not_found"
+    assert not s.closed
+    service.responder = service.sessions  # type: ignore[attr-defined]
+    s.close()
+
+
+def test_a_410s_reason_is_its_own_field(service: FakeServer) -> None:
+    s = Session(url=service.url)
+    service.responder = lambda req: Reply(status=410, body={"error": {
+        "code": "session_ended", "message": "the session has ended (lifetime): words", "reason": "idle_timeout"}})
+    with pytest.raises(SessionEndedError) as err:
+        s.exec("1")
+    assert err.value.reason == "idle_timeout"
     s.close()
 
 

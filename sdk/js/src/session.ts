@@ -306,7 +306,7 @@ export class Session implements AsyncDisposable {
   }
 
   // A 410, or a 404 for the session itself (any 404 outside the files routes; there,
-  // the one that says so), means the session is over: this call and every later one
+  // the one whose code is session_not_found), means the session is over: this call and every later one
   // say so, as the Python SDK does.
   async #guard<T>(fn: () => Promise<T>, files = false): Promise<T> {
     try {
@@ -352,9 +352,10 @@ async function call(
   return decodeJson(address, { status: reply.status, reason: reply.reason, headers: reply.headers, body });
 }
 
-/** A files route's 404 about the session, not the file. */
+/** A files route's 404 about the session, not the file: told by its code (a file
+ * missing in a live session is `not_found`, whatever its message says). */
 function forgotten(err: SandboxError): boolean {
-  return err.code === "session_not_found" || err.message.startsWith("no session");
+  return err.code === "session_not_found";
 }
 
 /** A path in the session, as a URL path: each segment encoded, the slashes kept. */

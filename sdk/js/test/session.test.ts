@@ -65,7 +65,7 @@ async function routes(seen: Seen, res: import("node:http").ServerResponse): Prom
     return json(res, sessionDoc(newId), 201);
   }
   const kept = sessions.get(id);
-  if (!kept) return json(res, errorDoc("not_found", `no session ${id}`), 404);
+  if (!kept) return json(res, errorDoc("session_not_found", `no session ${id}`), 404);
   if (kept.ended && seen.method !== "GET") {
     const doc = errorDoc("session_ended", `session ${id} ended: its idle timeout (${kept.ended})`);
     (doc["error"] as Record<string, unknown>)["reason"] = kept.ended;
@@ -426,9 +426,21 @@ describe("ending", () => {
     await assert.rejects(s.readFile("a"), (err: unknown) => err instanceof SessionEndedError && err.reason === "lifetime");
     svc.handle = routes;
     const t = await Session.create({ client: client() });
-    svc.handle = (_seen, res) => json(res, errorDoc("not_found", "no session with this id for this caller"), 404);
+    svc.handle = (_seen, res) => json(res, errorDoc("session_not_found", "no session with this id for this caller"), 404);
     await assert.rejects(t.readFile("a"), (err: unknown) => err instanceof SessionEndedError && err.status === 404);
     assert.equal(t.ended, true);
+  });
+
+  test("codes, not words: a missing file is not_found whatever it says; a 410's reason is its own field", async () => {
+    const s = await Session.create({ client: client() });
+    svc.handle = (_seen, res) => json(res, errorDoc("not_found", "no session file named a"), 404);
+    await assert.rejects(s.readFile("a"), (err: unknown) =>
+      err instanceof SandboxRequestError && !(err instanceof SessionEndedError) && err.code === "not_found");
+    assert.equal(s.ended, false);
+    svc.handle = (_seen, res) => json(res, { error: { code: "session_ended", message: "the session has ended (lifetime): words",
+      reason: "idle_timeout" } }, 410);
+    await assert.rejects(s.exec("1"), (err: unknown) => err instanceof SessionEndedError && err.reason === "idle_timeout");
+    svc.handle = routes;
   });
 
   test("info() asks the service; an ended session it shows ends the object too", async () => {

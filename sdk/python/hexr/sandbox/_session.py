@@ -135,9 +135,10 @@ class _Calls:
         error = _http.error_from_response(address, response)
         if self.id is None:
             raise error                    # the create call: no session to have ended
+        # a 404 of a files route is the session's only with its own code: a missing
+        # file in a live session is "not_found", whatever its message says
         if response.status == 410 or (response.status == 404 and (
-                not call.path.startswith(self._path("/files")) or error.code == "session_not_found"
-                or error.message.startswith("no session"))):
+                not call.path.startswith(self._path("/files")) or error.code == "session_not_found")):
             raise self.end(error.message, _reason_of(response), response.status)
         raise error
 

@@ -327,9 +327,17 @@ static void write_files(const ns_child_args *a)
         close(a->files_fd);
 }
 
-static pid_t fork_program(void)
+/* The program's process. A cold child is a raw clone3 of the multi-threaded service:
+ * glibc's fork() takes malloc's arena locks around the fork for its own bookkeeping,
+ * and one that another of the service's threads (a package commit on a worker, say)
+ * held at the moment of the clone is held for ever in this copy, where that thread
+ * does not exist: the sandbox then hung until its time limit. The system call itself
+ * takes no lock, and the cold program only calls the kernel until it execs. A warm
+ * template is single-threaded, and its program goes on in Python, which needs glibc's
+ * fork (the new process's cached thread id). */
+static pid_t fork_program(const ns_child_args *a)
 {
-        pid_t program = fork();
+        pid_t program = a->warm ? fork() : (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, 0);
         if (program < 0)
                 ns_child_die("fork");
         return program;
@@ -373,7 +381,7 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         enter_cgroup_namespace(a);
         write_userns_counters(a->limits, counter_fds);
         write_files(a);                 /* into the working directory, charged to the sandbox */
-        pid_t program = fork_program();
+        pid_t program = fork_program(a);
         if (program == 0) {
                 run_program(a, &pl, ret);
                 return;                 /* warm: the caller runs the program */

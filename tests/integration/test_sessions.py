@@ -16,6 +16,7 @@ import base64
 import json
 import os
 import signal
+import socket
 import tempfile
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -451,18 +452,24 @@ def test_a_driver_that_dies_ends_the_session_as_crashed(api, py):
     assert err["error"]["reason"] == "crashed", err
 
 
-LOOP = ("print('a', flush=True)\ntry:\n    while True:\n        pass\n"
+# 'a' is printed inside the try: once the stream has carried it, an interrupt can only
+# land where the handler catches it
+LOOP = ("try:\n    print('a', flush=True)\n    while True:\n        pass\n"
         "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise")
 
 
 def open_stream(svc, sid: str, code: str, timeout: float = 30):
-    """A streamed cell whose first event has begun (so its code runs)."""
+    """A streamed cell whose first stdout event has arrived (so its code runs)."""
     conn = connection(svc.url, 30)
     conn.request("POST", f"{PREFIX}/{sid}/exec", body=json.dumps({"code": code, "timeout": timeout}),
                  headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
     resp = conn.getresponse()
     assert resp.status == 200
-    resp.fp.readline()
+    # the raw chunked stream (chunk sizes, comments, events), read line by line
+    line = b""
+    while line != b"event: stdout\n":
+        line = resp.fp.readline()
+        assert line, "the stream ended before the cell printed"
     return conn, resp
 
 
@@ -514,8 +521,15 @@ def test_the_interrupt_route_stops_the_running_cell(svc, api, py):
 
 
 def test_a_session_is_a_sandbox(api, py):
+    # no network, shown without leaving loopback: only `lo`, and a listener this test
+    # opened on the host's 127.0.0.1 cannot be reached from the session
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
     code = ("import os, socket\nout = {}\n"
-            "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n    out['net'] = 'open'\n"
+            "out['ifaces'] = sorted(n for _, n in socket.if_nameindex())\n"
+            f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    out['net'] = 'open'\n"
             "except OSError as e:\n    out['net'] = type(e).__name__\n"
             "try:\n    open('/opt/hexr-session/driver.py', 'a')\n    out['driver'] = 'writable'\n"
             "except OSError as e:\n    out['driver'] = type(e).__name__\n"
@@ -523,5 +537,12 @@ def test_a_session_is_a_sandbox(api, py):
     res = api.cell(py, code)
     assert res["status"] == "ok", res
     out = eval(res["value"])  # a dict repr of strings and ints
+    try:
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing from the session reached the host's listener
+    finally:
+        listener.close()
+    assert out["ifaces"] == ["lo"], out
     assert out["net"] != "open" and out["driver"] != "writable" and out["uid"] != 0, out
     assert "home" in out["root"] and "root" not in out["root"], out

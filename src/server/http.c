@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include "core/error.h"
+#include "core/randid.h"
 #include "engine/json.h"
 #include "server/admission.h"
 #include "server/auth.h"
@@ -79,25 +79,6 @@ static route route_of(const char *url)
             (url[strlen(SESSIONS_PREFIX)] == '\0' || url[strlen(SESSIONS_PREFIX)] == '/'))
                 return ROUTE_SESSIONS;
         return ROUTE_OTHER;
-}
-
-static void new_request_id(char id[33])
-{
-        static const char hex[] = "0123456789abcdef";
-        static uint64_t fallback;
-        uint8_t b[16];
-
-        if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-                /* No entropy yet (early boot): unique is what matters for an id. */
-                uint64_t t = now_ms(), n = ++fallback;
-                memcpy(b, &t, 8);
-                memcpy(b + 8, &n, 8);
-        }
-        for (size_t i = 0; i < sizeof(b); i++) {
-                id[2 * i] = hex[b[i] >> 4];
-                id[2 * i + 1] = hex[b[i] & 15];
-        }
-        id[32] = '\0';
 }
 
 /* application/json, any case, with optional parameters (charset=utf-8). */
@@ -383,7 +364,7 @@ static call *call_new(server *srv, struct MHD_Connection *conn, const char *url)
         c->state = CALL_READING;
         c->exec_watch.fd = -1;
         c->client_watch.fd = -1;
-        new_request_id(c->id);
+        randid_make(c->id);
         return c;
 }
 

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 
 #include "core/error.h"
+#include "core/randid.h"
 #include "server/admission.h"
 #include "server/log.h"
 #include "server/sessions.h"
@@ -36,23 +36,6 @@ struct sessions {
         bool draining;
         uint64_t drain_ms;
 };
-
-static void session_id(char id[33])
-{
-        static const char hex[] = "0123456789abcdef";
-        static uint64_t fallback;
-        uint8_t b[16];
-        if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-                uint64_t t = now_ms(), n = ++fallback;
-                memcpy(b, &t, 8);
-                memcpy(b + 8, &n, 8);
-        }
-        for (size_t i = 0; i < sizeof(b); i++) {
-                id[2 * i] = hex[b[i] >> 4];
-                id[2 * i + 1] = hex[b[i] & 15];
-        }
-        id[32] = '\0';
-}
 
 static bool is_live(const live_session *ls)
 {
@@ -220,7 +203,7 @@ int sessions_create(call *c, const hxs_request *req, const hxs_session_limits *l
         ls->holds_memory = true;
         ls->w.fd = -1;
         snprintf(ls->caller, sizeof(ls->caller), "%s", c->caller);
-        session_id(ls->id);
+        randid_make(ls->id);
         int r = hxs_session_start(srv->engine, req, lim, &ls->s, &err);
         if (r == 0 && (r = loop_add(srv->loop, &ls->w, hxs_session_fd(ls->s), EPOLLIN, on_ready)) < 0)
                 err_fail(&err, HXS_ERR_INTERNAL, r, "cannot watch the session: %s", strerror(-r));

@@ -9,7 +9,7 @@ int main(void)
 {
         sandbox_filter s;
         hxs_error err = { 0 };
-        if (sandbox_filter_build(&s, &err) < 0) {
+        if (sandbox_filter_compile(&s, &err) < 0) {
                 fprintf(stderr, "hxs-seccomp-doc: %s\n", err.message);
                 return 1;
         }

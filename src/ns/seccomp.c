@@ -7,7 +7,7 @@
  *
  * The policy is data (the tables below): the filter is compiled from it, and so are
  * docs/seccomp.md (sandbox_filter_describe) and the check that every rule is really in
- * the compiled program (verify_program: building fails otherwise, so no rule can be
+ * the compiled program (sandbox_filter_verify: building fails otherwise, so no rule can be
  * dropped silently, whatever the libseccomp release).
  *
  * Traps handled here:
@@ -21,6 +21,9 @@
  *  - system calls newer than the libseccomp release we build with have no name there:
  *    they are denied by number, in a few instructions put before libseccomp's program;
  *  - denial is an errno, not a kill, so programs see an ordinary error.
+ *
+ * The build compiles the policy once (hxs-seccomp-bpf, seccomp-gen.c) into the array
+ * seccomp-bpf.c loads: a sandbox's start pays neither libseccomp nor the check.
  *
  * personality(2) stays allowed: its flags only change the caller's own address space
  * (mmap_min_addr still holds), and libseccomp cannot express "any value but these"
@@ -341,7 +344,7 @@ static int expect(const sandbox_filter *s, size_t a, long nr, uint64_t a0, uint6
 
 /* Every rule of the policy, evaluated on the compiled program for every ABI, and a
  * few calls that must stay allowed. */
-static int verify_program(const sandbox_filter *s, hxs_error *err)
+int sandbox_filter_verify(const sandbox_filter *s, hxs_error *err)
 {
         int r;
         for (size_t a = 0; a < N_ARCHES; a++) {
@@ -404,7 +407,7 @@ static int verify_program(const sandbox_filter *s, hxs_error *err)
         return 0;
 }
 
-int sandbox_filter_build(sandbox_filter *ret, hxs_error *err)
+int sandbox_filter_compile(sandbox_filter *ret, hxs_error *err)
 {
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         int r, memfd = -1;
@@ -450,7 +453,7 @@ int sandbox_filter_build(sandbox_filter *ret, hxs_error *err)
         close(memfd);
         seccomp_release(ctx);
         sandbox_filter s = { .insns = insns, .len = (unsigned short)(n_pro + n_lib) };
-        if ((r = verify_program(&s, err)) < 0) {
+        if ((r = sandbox_filter_verify(&s, err)) < 0) {
                 free(insns);
                 return r;
         }

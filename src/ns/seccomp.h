@@ -13,9 +13,14 @@ typedef struct sandbox_filter {
         unsigned short len;
 } sandbox_filter;
 
-/* Compiles the policy and checks every rule of it on the result: fails rather than
- * return a program that lacks one. */
+/* The program the build compiled from the policy (seccomp-bpf.c): a copy of it,
+ * without libseccomp. Fails only for want of memory. */
 int sandbox_filter_build(sandbox_filter *ret, hxs_error *err);
+/* Compiles the policy with libseccomp and checks every rule of it on the result:
+ * fails rather than return a program that lacks one (the build runs this). */
+int sandbox_filter_compile(sandbox_filter *ret, hxs_error *err);
+/* Every rule of the policy, evaluated on s for every ABI. 0, or fails naming the rule. */
+int sandbox_filter_verify(const sandbox_filter *s, hxs_error *err);
 void sandbox_filter_free(sandbox_filter *s);
 /* Loads it into the calling thread (no_new_privs must already be set). 0 or -errno. */
 int sandbox_filter_load(const sandbox_filter *s);

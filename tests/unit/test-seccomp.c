@@ -169,6 +169,21 @@ static void test_description_names_what_was_missing(void **state)
         free(buf);
 }
 
+/* The program built in is the one the policy compiles to now, and it passes every
+ * rule's check: a policy change cannot ship with the old program. */
+static void test_the_built_in_program_is_the_policy_compiled(void **state)
+{
+        hxs_error err = { 0 };
+        sandbox_filter compiled;
+        if (sandbox_filter_compile(&compiled, &err) < 0)
+                fail_msg("compiling the policy: %s", err.message);
+        assert_int_equal(compiled.len, filter.len);
+        assert_memory_equal(compiled.insns, filter.insns, filter.len * sizeof(*filter.insns));
+        sandbox_filter_free(&compiled);
+        if (sandbox_filter_verify(&filter, &err) < 0)
+                fail_msg("the built-in program: %s", err.message);
+}
+
 /* Loaded for real, in a child: the kernel answers as the evaluation said. */
 static void test_the_kernel_agrees(void **state)
 {
@@ -203,6 +218,7 @@ int main(void)
                 cmocka_unit_test(test_socket_and_socketpair_take_only_four_families),
                 cmocka_unit_test(test_the_rest_of_the_policy),
                 cmocka_unit_test(test_description_names_what_was_missing),
+                cmocka_unit_test(test_the_built_in_program_is_the_policy_compiled),
                 cmocka_unit_test(test_the_kernel_agrees),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

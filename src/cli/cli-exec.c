@@ -98,17 +98,6 @@ out:
         return r;
 }
 
-static int parse_u32(const char *s, uint32_t *ret)
-{
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (errno || end == s || *end || s[0] == '-' || v > UINT32_MAX)
-                return -EINVAL;
-        *ret = (uint32_t)v;
-        return 0;
-}
-
 static void write_all(int fd, const char *p, size_t n)
 {
         while (n > 0) {
@@ -201,14 +190,14 @@ int cli_exec(int argc, char **argv)
                 }
                 case 't': {
                         uint32_t v;
-                        if (parse_u32(optarg, &v) < 0 || v == 0)
+                        if (cli_parse_u32(optarg, &v) < 0 || v == 0)
                                 return fail("timeout: \"%s\" is not a positive whole number of seconds", optarg);
                         hxs_request_set_timeout_s(req, v);
                         break;
                 }
                 case 'm': {
                         uint32_t v;
-                        if (parse_u32(optarg, &v) < 0 || v == 0)
+                        if (cli_parse_u32(optarg, &v) < 0 || v == 0)
                                 return fail("memory_mb: \"%s\" is not a positive whole number of MB", optarg);
                         hxs_request_set_memory_mb(req, v);
                         break;

@@ -10,26 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "cli/cli-mcp.h"
-
-static void new_id(char id[33])
-{
-        static const char hex[] = "0123456789abcdef";
-        static unsigned long fallback;
-        unsigned char b[16];
-        if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-                unsigned long n = ++fallback;
-                memset(b, 0, sizeof(b));
-                memcpy(b, &n, sizeof(n));
-        }
-        for (size_t i = 0; i < sizeof(b); i++) {
-                id[2 * i] = hex[b[i] >> 4];
-                id[2 * i + 1] = hex[b[i] & 15];
-        }
-        id[32] = '\0';
-}
+#include "core/randid.h"
 
 static mcp_sess *find(mcp_stdio *m, const char *id)
 {
@@ -107,7 +90,7 @@ static void create(mcp_stdio *m, mcp_run *run)
                 mcp_fail_run(m, run, "%s", err.message);
                 return;
         }
-        new_id(se->id);
+        randid_make(se->id);
         se->creating = run;
         se->next = m->sessions;
         m->sessions = se;
@@ -139,52 +122,18 @@ static void close_session(mcp_stdio *m, mcp_sess *se, mcp_run *run)
 /* A cell or a file operation, queued in the session. */
 static void queue_op(mcp_stdio *m, mcp_sess *se, mcp_run *run)
 {
-        hxs_error err = { 0 };
+        char msg[sizeof(((hxs_error *)0)->message) + 100];
         running *r = calloc(1, sizeof(*r));
-        int ret;
 
         if (!r) {
                 mcp_fail_run(m, run, "out of memory");
                 return;
         }
         *r = (running){ .m = m, .run = run, .sess = se };
-        size_t len = 0;
-        const void *data = mcp_run_data(run, &len);
-        switch (mcp_run_kind(run)) {
-        case MCP_TOOL_SESSION_EXEC: {
-                hxs_cell_callbacks cb = { .output = mcp_on_output, .done = on_cell, .userdata = r };
-                ret = hxs_session_exec(se->s, mcp_run_request(run), &cb, &r->handle, &err);
-                break;
-        }
-        case MCP_TOOL_SESSION_WRITE_FILE:
-                ret = hxs_session_put_file(se->s, mcp_run_path(run), data, len, on_file, r, &r->handle, &err);
-                break;
-        case MCP_TOOL_SESSION_READ_FILE:
-                ret = hxs_session_get_file(se->s, mcp_run_path(run), on_file, r, &r->handle, &err);
-                break;
-        case MCP_TOOL_SESSION_LIST_FILES:
-                ret = hxs_session_list_files(se->s, mcp_run_path(run), on_file, r, &r->handle, &err);
-                break;
-        case MCP_TOOL_RUN_CODE:
-        case MCP_TOOL_SESSION_CREATE:
-        case MCP_TOOL_SESSION_CLOSE:
-        case MCP_TOOL_MAX:
-        default:
-                ret = -EINVAL;
-                snprintf(err.message, sizeof(err.message), "not a session operation");
-                break;
-        }
-        if (ret < 0) {
-                hxs_session_info in;
-                hxs_session_get_info(se->s, &in);
+        mcp_session_sink sink = { .cell = { .output = mcp_on_output, .done = on_cell, .userdata = r }, .file = on_file };
+        if (mcp_run_queue_in(run, se->s, se->id, &sink, &r->handle, msg, sizeof(msg)) < 0) {
                 free(r);
-                if (ret == -ESHUTDOWN)
-                        mcp_fail_run(m, run, "session %s has ended: %s", se->id, in.end_message);
-                else if (ret == -EBUSY)
-                        mcp_fail_run(m, run, "session %s has %d operations waiting already; retry when one has ended",
-                                     se->id, HXS_SESSION_QUEUE_MAX);
-                else
-                        mcp_fail_run(m, run, "%s", err.message[0] ? err.message : "the operation could not be queued");
+                mcp_fail_run(m, run, "%s", msg);
                 return;
         }
         se->n_ops++;

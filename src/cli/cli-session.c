@@ -66,17 +66,6 @@ static int fail(const char *fmt, ...)
         return HXS_CLI_EXIT_FAILURE;
 }
 
-static int parse_u32(const char *s, uint32_t *ret)
-{
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (errno || end == s || *end || s[0] == '-' || v > UINT32_MAX)
-                return -EINVAL;
-        *ret = (uint32_t)v;
-        return 0;
-}
-
 /* 0, or the exit status of a usage error (2) or --help (0, with *done). */
 static int parse(int argc, char **argv, opts *o, bool *done)
 {
@@ -98,7 +87,7 @@ static int parse(int argc, char **argv, opts *o, bool *done)
                                 return fail("unknown language \"%s\"", optarg), 2;
                         break;
                 case 'm':
-                        if (parse_u32(optarg, &mb) < 0)
+                        if (cli_parse_u32(optarg, &mb) < 0)
                                 return fail("--memory: \"%s\" is not a number of MB", optarg), 2;
                         hxs_request_set_memory_mb(o->req, mb);
                         break;
@@ -116,7 +105,7 @@ static int parse(int argc, char **argv, opts *o, bool *done)
                         break;
                 }
                 case 't':
-                        if (parse_u32(optarg, &o->timeout_s) < 0 || o->timeout_s == 0)
+                        if (cli_parse_u32(optarg, &o->timeout_s) < 0 || o->timeout_s == 0)
                                 return fail("--timeout: \"%s\" is not a number of seconds", optarg), 2;
                         break;
                 case 'F':

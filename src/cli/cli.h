@@ -2,6 +2,7 @@
 /* One function per verb; each returns the process exit status. */
 #pragma once
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit status of the CLI's own failures (bad usage, sandbox could not run), chosen like
@@ -30,3 +31,5 @@ int cli_write_files(const char *dir, const hxs_result *res, char *why, size_t wh
 /* Prints every setting of the table, one row each: env, help, default, what it accepts
  * (cli-settings.c; the one printer, used by every --help). */
 void cli_print_settings(FILE *f);
+/* A decimal number 0..UINT32_MAX, nothing before or after it (cli-args.c); -EINVAL. */
+int cli_parse_u32(const char *s, uint32_t *ret);

@@ -117,6 +117,20 @@ char *mcp_run_cell_result(mcp_run *r, const hxs_cell_result *res, const hxs_sess
 char *mcp_run_file_result(mcp_run *r, const hxs_session_file_result *res, size_t *ret_len);
 void mcp_run_free(mcp_run *r); /* NULL is fine */
 
+/* Where a queued session operation's answer goes: session_exec's output and end go to
+ * cell (cell.userdata given to each), the file tools' end to file with cell.userdata. */
+typedef struct {
+        hxs_cell_callbacks cell;
+        hxs_session_file_fn file;
+} mcp_session_sink;
+
+/* Queues run's operation (session_exec or a file tool) in session s, which the
+ * transport calls sid; *ret_op is its handle for hxs_session_cancel. Returns 0, or < 0
+ * with message (message_len bytes) saying why, for mcp_run_error: the session has
+ * ended, its queue is full, the cell was refused. */
+int mcp_run_queue_in(mcp_run *run, hxs_session *s, const char *sid, const mcp_session_sink *sink, uint64_t *ret_op,
+                     char *message, size_t message_len);
+
 /* A JSON-RPC error response for a message that never reached mcp_handle (a transport's
  * own refusal: too long). id NULL: null. */
 char *mcp_error_text(const char *id_json, int code, const char *message, size_t *ret_len);

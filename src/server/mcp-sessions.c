@@ -123,56 +123,21 @@ static void file_done(void *userdata, hxs_session_file_result *res)
 /* A cell or a file operation queued in the caller's session ls. */
 static void queue_op(call *c, live_session *ls)
 {
-        mcp_run *run = c->mcp;
-        hxs_error err = { 0 };
-        size_t len = 0;
-        const void *data = mcp_run_data(run, &len);
-        int r;
+        char msg[sizeof(((hxs_error *)0)->message) + 100];
+        bool cell = mcp_run_kind(c->mcp) == MCP_TOOL_SESSION_EXEC;
+        mcp_session_sink sink = { .cell = { .output = cell_output, .done = cell_done, .userdata = c },
+                                  .file = file_done };
 
         c->session = ls;
-        switch (mcp_run_kind(run)) {
-        case MCP_TOOL_SESSION_EXEC: {
-                hxs_cell_callbacks cb = { .output = cell_output, .done = cell_done, .userdata = c };
-                if (c->wants_stream && stream_begin(c) < 0)
-                        return tool_error(c, "out of memory");
-                r = hxs_session_exec(ls->s, mcp_run_request(run), &cb, &c->session_op, &err);
-                if (r == 0)
-                        sessions_count_cell(c->srv);
-                break;
-        }
-        case MCP_TOOL_SESSION_WRITE_FILE:
-                r = hxs_session_put_file(ls->s, mcp_run_path(run), data, len, file_done, c, &c->session_op, &err);
-                break;
-        case MCP_TOOL_SESSION_READ_FILE:
-                r = hxs_session_get_file(ls->s, mcp_run_path(run), file_done, c, &c->session_op, &err);
-                break;
-        case MCP_TOOL_SESSION_LIST_FILES:
-                r = hxs_session_list_files(ls->s, mcp_run_path(run), file_done, c, &c->session_op, &err);
-                break;
-        case MCP_TOOL_RUN_CODE:
-        case MCP_TOOL_SESSION_CREATE:
-        case MCP_TOOL_SESSION_CLOSE:
-        case MCP_TOOL_MAX:
-        default:
-                r = -EINVAL;
-                snprintf(err.message, sizeof(err.message), "not a session operation");
-                break;
-        }
-        if (r < 0) {
-                char msg[sizeof(err.message) + 100];
-                hxs_session_info in;
-                hxs_session_get_info(ls->s, &in);
-                if (r == -ESHUTDOWN)
-                        snprintf(msg, sizeof(msg), "session %s has ended: %s", ls->id, in.end_message);
-                else if (r == -EBUSY)
-                        snprintf(msg, sizeof(msg), "session %s has %d operations waiting already; retry when one has ended",
-                                 ls->id, HXS_SESSION_QUEUE_MAX);
-                else
-                        snprintf(msg, sizeof(msg), "%s", err.message[0] ? err.message : "the operation could not be queued");
+        if (c->wants_stream && stream_begin(c) < 0)
+                return tool_error(c, "out of memory");
+        if (mcp_run_queue_in(c->mcp, ls->s, ls->id, &sink, &c->session_op, msg, sizeof(msg)) < 0) {
                 c->session = NULL;
                 stream_free(c);
                 return tool_error(c, msg);
         }
+        if (cell)
+                sessions_count_cell(c->srv);
         if (c->stream)
                 c->state = CALL_STREAMING; /* http.c queues the stream */
         else

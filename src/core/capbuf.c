@@ -2,6 +2,7 @@
 /* Head and tail of untrusted output within a hard cap (capbuf.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,9 +100,49 @@ static int append_tail(capbuf *b, const char *p, size_t n)
         return 0;
 }
 
+/* Until the output passes the cap, the head holds all of it, so an output the cap does
+ * not cut is one buffer from its first byte and capbuf_steal hands it out as it is
+ * (no join of head and tail: for a 10 MB output that was a copy of every byte). */
+static bool linear(const capbuf *b) { return b->tail_len == 0 && b->dropped == 0; }
+
+/* The output just went past the cap: what the head holds beyond its half moves to
+ * the tail, and the head gives back the memory it no longer needs. */
+static int split(capbuf *b)
+{
+        size_t hl = head_limit(b);
+        if (b->len > hl) {
+                if (append_tail(b, b->data + hl, b->len - hl) < 0)
+                        return -ENOMEM;
+                b->len = hl;
+                b->data[hl] = '\0';
+        }
+        if (b->alloc <= hl + 1)
+                return 0;
+        char *d = realloc(b->data, hl + 1);
+        if (d) {
+                b->data = d;
+                b->alloc = hl + 1;
+        }
+        return 0;
+}
+
 int capbuf_append(capbuf *b, const void *p, size_t n)
 {
         const char *c = p;
+        if (linear(b)) {
+                if (n <= b->limit - b->len) {
+                        if (n == 0)
+                                return 0;
+                        if (grow(&b->data, &b->alloc, b->len + n, b->limit) < 0)
+                                return -ENOMEM;
+                        memcpy(b->data + b->len, c, n);
+                        b->len += n;
+                        b->data[b->len] = '\0';
+                        return 0;
+                }
+                if (split(b) < 0)
+                        return -ENOMEM;
+        }
         size_t room = head_limit(b) - b->len;
         size_t take = n < room ? n : room;
         if (take > 0 && append_head(b, c, take) < 0)
@@ -109,6 +150,23 @@ int capbuf_append(capbuf *b, const void *p, size_t n)
         if (n > take)
                 return append_tail(b, c + take, n - take);
         return 0;
+}
+
+char *capbuf_reserve(capbuf *b, size_t want, size_t *ret_room)
+{
+        if (!linear(b) || b->len >= b->limit)
+                return NULL;
+        size_t need = b->limit - b->len < want ? b->limit : b->len + want;
+        if (grow(&b->data, &b->alloc, need, b->limit) < 0)
+                return NULL;
+        *ret_room = b->alloc - 1 - b->len; /* alloc is at most the cap + the NUL */
+        return b->data + b->len;
+}
+
+void capbuf_commit(capbuf *b, size_t n)
+{
+        b->len += n;
+        b->data[b->len] = '\0';
 }
 
 ssize_t capbuf_read_fd(capbuf *b, int fd)

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "core/error.h"
 #include "engine/json.h"
@@ -672,12 +675,12 @@ json_t *result_to_json(const hxs_result *res, const char *id)
         return o;
 }
 
-/* ---- the result as text, in one pass per string -------------------------------- */
+/* ---- the result as text, in one pass ------------------------------------------ */
 
-/* A JSON string of bytes, as jansson would dump json_string_lossy() of them:
- * U+FFFD for each maximal invalid subsequence, the escapes json_dumps() uses. With
- * out NULL, only counts. Large program output is the common case: it is converted
- * once, straight into the reply, instead of into a jansson string and again out. */
+/* Each string as jansson would dump json_string_lossy() of it: U+FFFD for each
+ * maximal invalid subsequence, the escapes json_dumps() uses. Large program output is
+ * the common case: it is converted once, straight into the reply, instead of into a
+ * jansson string and again out, and read once (no counting pass before the copy). */
 /* Bytes copied as they are: printable ASCII but the quote and the backslash. */
 static inline bool plain_byte(unsigned char b)
 {
@@ -692,6 +695,21 @@ static size_t plain_run_end(const unsigned char *p, size_t i, size_t len)
 {
         const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
 
+#ifdef __SSE2__
+        /* sixteen at a time where the machine has it (every x86-64): as a signed byte,
+         * one below 0x20 is a control byte or has its high bit set; the first byte that
+         * is not plain ends the run, found from the mask without going back */
+        const __m128i below = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+        while (i + 16 <= len) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+                __m128i bad = _mm_or_si128(_mm_cmplt_epi8(v, below),
+                                           _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+                unsigned mask = (unsigned)_mm_movemask_epi8(bad);
+                if (mask)
+                        return i + (size_t)__builtin_ctz(mask);
+                i += 16;
+        }
+#endif
         while (i + 8 <= len) {
                 uint64_t w, q, s;
                 memcpy(&w, p + i, 8);
@@ -707,23 +725,60 @@ static size_t plain_run_end(const unsigned char *p, size_t i, size_t len)
         return i;
 }
 
-static size_t put_string(char *out, const char *data, size_t len)
+/* The reply as it is written: one pass, into a buffer sized for the usual case (a few
+ * escapes) and grown only when the output is full of them. */
+typedef struct text_buf {
+        char *p;
+        size_t len, cap;
+        bool failed;
+} text_buf;
+
+/* Room for n more bytes (and the final NUL); false once out of memory. */
+static bool tb_room(text_buf *t, size_t n)
+{
+        if (t->failed)
+                return false;
+        if (n < t->cap - t->len)
+                return true;
+        size_t cap = t->cap;
+        while (n >= cap - t->len) {
+                if (cap > SIZE_MAX / 2) {
+                        t->failed = true;
+                        return false;
+                }
+                cap *= 2;
+        }
+        char *p = realloc(t->p, cap);
+        if (!p) {
+                t->failed = true;
+                return false;
+        }
+        t->p = p;
+        t->cap = cap;
+        return true;
+}
+
+static void tb_put(text_buf *t, const void *data, size_t n)
+{
+        if (!tb_room(t, n))
+                return;
+        memcpy(t->p + t->len, data, n);
+        t->len += n;
+}
+
+static void put_string(text_buf *t, const char *data, size_t len)
 {
         static const char hex[] = "0123456789ABCDEF";
         const unsigned char *p = (const unsigned char *)data;
-        size_t o = 0, i = 0;
+        size_t i = 0;
 
-        if (out)
-                out[o] = '"';
-        o++;
-        while (i < len) {
+        tb_put(t, "\"", 1);
+        while (i < len && !t->failed) {
                 unsigned char b = p[i];
                 if (plain_byte(b)) {
                         /* the common run: plain ASCII, copied as is */
                         size_t j = plain_run_end(p, i + 1, len);
-                        if (out)
-                                memcpy(out + o, p + i, j - i);
-                        o += j - i;
+                        tb_put(t, p + i, j - i);
                         i = j;
                         continue;
                 }
@@ -731,34 +786,23 @@ static size_t put_string(char *out, const char *data, size_t len)
                         char esc = b == '"' ? '"' : b == '\\' ? '\\' : b == '\b' ? 'b' : b == '\f' ? 'f' :
                                    b == '\n' ? 'n' : b == '\r' ? 'r' : b == '\t' ? 't' : 0;
                         if (esc) {
-                                if (out) {
-                                        out[o] = '\\';
-                                        out[o + 1] = esc;
-                                }
-                                o += 2;
+                                char e[2] = { '\\', esc };
+                                tb_put(t, e, 2);
                         } else {
-                                if (out) {
-                                        memcpy(out + o, "\\u00", 4);
-                                        out[o + 4] = hex[b >> 4];
-                                        out[o + 5] = hex[b & 15];
-                                }
-                                o += 6;
+                                char u[6] = { '\\', 'u', '0', '0', hex[b >> 4], hex[b & 15] };
+                                tb_put(t, u, 6);
                         }
                         i++;
                         continue;
                 }
                 int c = utf8_char(p + i, len - i);
-                const char *piece = c > 0 ? (const char *)p + i : replacement;
-                size_t plen = c > 0 ? (size_t)c : 3;
-                if (out)
-                        memcpy(out + o, piece, plen);
-                o += plen;
+                tb_put(t, c > 0 ? (const char *)p + i : replacement, c > 0 ? (size_t)c : 3);
                 i += c > 0 ? (size_t)c : (size_t)-c;
         }
-        if (out)
-                out[o] = '"';
-        return o + 1;
+        tb_put(t, "\"", 1);
 }
+
+static void put_text(text_buf *t, const char *s) { tb_put(t, s, strlen(s)); }
 
 char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
 {
@@ -771,28 +815,18 @@ char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
         if (res->signal)
                 snprintf(sig, sizeof(sig), "%d", res->signal);
 
-        /* error: null, or the end reason and its message (plain ASCII, escaped anyway) */
-        char error[sizeof(res->end_message) * 6 + 64] = "null";
-        if (res->end != HXS_END_EXITED) {
-                const char *type = hxs_end_reason_name(res->end);
-                size_t el = (size_t)snprintf(error, sizeof(error), "{\"type\":\"%s\",\"message\":", type);
-                size_t ml = strnlen(res->end_message, sizeof(res->end_message));
-                el += put_string(error + el, res->end_message, ml);
-                error[el++] = '}';
-                error[el] = '\0';
-        }
-        /* everything but the two outputs and the id */
-        char tail[400 + sizeof(error)];
+        /* everything between the two outputs and the error */
+        char tail[400];
         int tl = snprintf(tail, sizeof(tail),
                           ",\"exit_code\":%d,\"execution_time_ms\":%lld,\"memory_used_mb\":%lld,"
                           "\"timed_out\":%s,\"oom_killed\":%s,\"signal\":%s,"
                           "\"stdout_truncated\":%s,\"stderr_truncated\":%s,"
-                          "\"stdout_omitted_bytes\":%lld,\"stderr_omitted_bytes\":%lld,\"error\":%s",
+                          "\"stdout_omitted_bytes\":%lld,\"stderr_omitted_bytes\":%lld,\"error\":",
                           res->exit_code, etime, mem, res->timed_out ? "true" : "false",
                           res->oom_killed ? "true" : "false", sig,
                           res->stdout_truncated ? "true" : "false",
                           res->stderr_truncated ? "true" : "false",
-                          clamp_ll(res->stdout_omitted), clamp_ll(res->stderr_omitted), error);
+                          clamp_ll(res->stdout_omitted), clamp_ll(res->stderr_omitted));
         if (tl < 0 || (size_t)tl >= sizeof(tail))
                 return NULL;
         /* the files, through jansson: they are few, and their content is base64 or text */
@@ -806,36 +840,40 @@ char *hxs_result_to_text(const hxs_result *res, const char *id, size_t *ret_len)
         }
         const char *ft = files ? files : "[]";
         size_t fl = strlen(ft);
-        size_t idl = id ? put_string(NULL, id, strlen(id)) : 0;
-        size_t n = strlen("{\"stdout\":") + put_string(NULL, so, sol) + strlen(",\"stderr\":") +
-                   put_string(NULL, se, sel) + (size_t)tl + strlen(",\"files\":") + fl +
-                   (id ? strlen(",\"id\":") + idl : 0) + 1;
-        char *text = malloc(n + 1);
-        if (!text) {
-                free(files);
-                return NULL;
+
+        /* sized for the outputs as they are plus one escape in sixteen bytes: a newline
+         * every line of text fits without growing */
+        text_buf t = { .cap = sol + sol / 16 + sel + sel / 16 + (size_t)tl + fl + 1024 };
+        t.p = malloc(t.cap);
+        t.failed = t.p == NULL;
+        put_text(&t, "{\"stdout\":");
+        put_string(&t, so, sol);
+        put_text(&t, ",\"stderr\":");
+        put_string(&t, se, sel);
+        tb_put(&t, tail, (size_t)tl);
+        /* error: null, or the end reason and its message (plain ASCII, escaped anyway) */
+        if (res->end == HXS_END_EXITED) {
+                put_text(&t, "null");
+        } else {
+                put_text(&t, "{\"type\":\"");
+                put_text(&t, hxs_end_reason_name(res->end));
+                put_text(&t, "\",\"message\":");
+                put_string(&t, res->end_message, strnlen(res->end_message, sizeof(res->end_message)));
+                put_text(&t, "}");
         }
-        size_t o = 0;
-        memcpy(text + o, "{\"stdout\":", 10);
-        o += 10;
-        o += put_string(text + o, so, sol);
-        memcpy(text + o, ",\"stderr\":", 10);
-        o += 10;
-        o += put_string(text + o, se, sel);
-        memcpy(text + o, tail, (size_t)tl);
-        o += (size_t)tl;
-        memcpy(text + o, ",\"files\":", 9);
-        o += 9;
-        memcpy(text + o, ft, fl);
-        o += fl;
+        put_text(&t, ",\"files\":");
+        tb_put(&t, ft, fl);
         free(files);
         if (id) {
-                memcpy(text + o, ",\"id\":", 6);
-                o += 6;
-                o += put_string(text + o, id, strlen(id));
+                put_text(&t, ",\"id\":");
+                put_string(&t, id, strlen(id));
         }
-        text[o++] = '}';
-        text[o] = '\0';
-        *ret_len = o;
-        return text;
+        put_text(&t, "}");
+        if (t.failed) {
+                free(t.p);
+                return NULL;
+        }
+        t.p[t.len] = '\0';
+        *ret_len = t.len;
+        return t.p;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -35,6 +36,22 @@ void hxs_exec_set_output(hxs_exec *x, hxs_output_fn fn, void *userdata)
         x->out_userdata = userdata;
 }
 
+/* The streaming callback's share of a chunk and the MAX_STREAM_BYTES count. */
+static bool account(hxs_exec *x, int stream, const void *data, size_t len)
+{
+        uint64_t limit = x->engine->cfg.max_stream_bytes;
+        if (x->out_fn && x->printed < limit) {
+                uint64_t room = limit - x->printed;
+                x->out_fn(x->out_userdata, stream, data, len < room ? len : (size_t)room);
+        }
+        x->printed += len;
+        if (x->printed > limit && !x->output_limited) {
+                x->output_limited = true;
+                return true;
+        }
+        return false;
+}
+
 bool exec_output(hxs_exec *x, int stream, const void *data, size_t len)
 {
         if (x->req->interactive) {
@@ -46,18 +63,36 @@ bool exec_output(hxs_exec *x, int stream, const void *data, size_t len)
                         (void)capbuf_append(&x->err, data, len);
                 return false;
         }
-        uint64_t limit = x->engine->cfg.max_stream_bytes;
-        if (x->out_fn && x->printed < limit) {
-                uint64_t room = limit - x->printed;
-                x->out_fn(x->out_userdata, stream, data, len < room ? len : (size_t)room);
-        }
         (void)capbuf_append(stream == 1 ? &x->out : &x->err, data, len);
-        x->printed += len;
-        if (x->printed > limit && !x->output_limited) {
-                x->output_limited = true;
-                return true;
+        return account(x, stream, data, len);
+}
+
+/* The least room a read in place gets (the buffer grows for it, doubling; less only
+ * near the cap). A stack chunk is read and appended only for an interactive program
+ * and an output at or past its cap. */
+#define OUTPUT_READ_MIN 16384
+
+ssize_t exec_output_read(hxs_exec *x, int stream, int fd, size_t max, bool *ret_over)
+{
+        capbuf *b = stream == 1 ? &x->out : &x->err;
+        size_t room = 0;
+        /* a large output is read straight into its buffer: no copy through a chunk,
+         * and reads as large as the pipe holds */
+        char *dst = x->req->interactive ? NULL : capbuf_reserve(b, OUTPUT_READ_MIN, &room);
+        *ret_over = false;
+        if (!dst) {
+                char chunk[65536];
+                ssize_t n = read(fd, chunk, max < sizeof(chunk) ? max : sizeof(chunk));
+                if (n > 0)
+                        *ret_over = exec_output(x, stream, chunk, (size_t)n);
+                return n;
         }
-        return false;
+        ssize_t n = read(fd, dst, room < max ? room : max);
+        if (n > 0) {
+                capbuf_commit(b, (size_t)n);
+                *ret_over = account(x, stream, dst, (size_t)n);
+        }
+        return n;
 }
 
 /* "64 MiB", "4 KiB" or "1000 bytes": a limit as an operator would have written it. */

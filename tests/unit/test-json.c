@@ -348,9 +348,9 @@ static void test_result_fields(void **state)
         json_decref(o);
 }
 
-/* The reply text is converted eight bytes at a time where it can: every byte that needs
- * care (controls, the quote, the backslash, DEL, UTF-8 and broken UTF-8), at every place
- * in and around a word, must still come out as jansson dumps the lossy string. */
+/* The reply text is converted sixteen or eight bytes at a time where it can: every byte
+ * that needs care (controls, the quote, the backslash, DEL, UTF-8 and broken UTF-8), at
+ * every place in and around a block, must still come out as jansson dumps the lossy string. */
 static void test_result_text_is_jansson_dump(void **state)
 {
         static const char *const specials[] = { "\n", "\"", "\\", "\x01", "\x1f", " ", "\x7f",
@@ -358,7 +358,7 @@ static void test_result_text_is_jansson_dump(void **state)
         char in[64];
 
         for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++) {
-                for (size_t at = 0; at < 24; at++) {
+                for (size_t at = 0; at < 40; at++) {
                         size_t sl = strlen(specials[k]), len = at + sl + (at % 11);
                         memset(in, 'a' + (int)(at % 26), sizeof(in));
                         memcpy(in + at, specials[k], sl);
@@ -384,6 +384,33 @@ static void test_result_text_is_jansson_dump(void **state)
         }
 }
 
+/* An output made of escapes only (six bytes out for each byte in) grows the reply past
+ * its first size: still the same text as jansson's. */
+static void test_result_text_grows_for_escapes(void **state)
+{
+        static const char pieces[] = "\x01\"\\\n\xff\xe2\x98";
+        hxs_result res = { 0 };
+        res.stdout_len = 20000;
+        res.stdout_data = malloc(res.stdout_len + 1);
+        for (size_t i = 0; i < res.stdout_len; i++)
+                res.stdout_data[i] = pieces[i % (sizeof(pieces) - 1)];
+        res.stdout_data[res.stdout_len] = '\0';
+        res.end = HXS_END_OUTPUT_LIMIT;
+        snprintf(res.end_message, sizeof(res.end_message), "killed: \"quoted\"");
+        size_t tl = 0;
+        char *text = hxs_result_to_text(&res, "0123abcd", &tl);
+        json_t *o = result_to_json(&res, "0123abcd");
+        char *want = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        assert_non_null(text);
+        assert_non_null(want);
+        assert_string_equal(text, want);
+        assert_int_equal(tl, strlen(want));
+        free(text);
+        free(want);
+        json_decref(o);
+        hxs_result_clear(&res);
+}
+
 static int setup(void **state)
 {
         hxs_config_defaults(&cfg);
@@ -401,6 +428,7 @@ int main(void)
                 cmocka_unit_test(test_malformed),     cmocka_unit_test(test_validate_runs),
                 cmocka_unit_test(test_lossy_utf8),    cmocka_unit_test(test_lossy_copy),
                 cmocka_unit_test(test_result_fields), cmocka_unit_test(test_result_text_is_jansson_dump),
+                cmocka_unit_test(test_result_text_grows_for_escapes),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }

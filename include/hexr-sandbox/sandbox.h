@@ -104,6 +104,8 @@ typedef struct hxs_config {
         bool warm;                      /* SANDBOX_WARM: Python from pre-initialised templates */
         uint32_t warm_slots;            /* SANDBOX_WARM_SLOTS: templates per kind (0: see uids.h) */
         uint32_t template_memory_mb;    /* SANDBOX_TEMPLATE_MEMORY_MB: cap of each template */
+        uint32_t pool_size;             /* SANDBOX_POOL: pre-started JS/Bash sandboxes per language */
+        uint32_t pool_memory_mb;        /* SANDBOX_POOL_MEMORY_MB: memory_mb the pools hold in all */
         char rootfs[256];               /* SANDBOX_ROOTFS: "" = host /usr + synthesized /etc */
         char state_dir[256];            /* STATE_DIR */
         char firecracker_bin[256];      /* FIRECRACKER_BIN */
@@ -322,6 +324,7 @@ typedef struct hxs_result {
         bool stdout_truncated;
         bool stderr_truncated;
         bool warm;              /* started from a warm template (for logs and metrics) */
+        bool pooled;            /* started from a pre-started single-use sandbox (logs) */
         hxs_packages_source packages; /* where packages= came from */
         hxs_end_reason end;
         char end_message[200];  /* "" for HXS_END_EXITED, else e.g. "killed by signal 11 (SIGSEGV)" */
@@ -355,6 +358,16 @@ typedef struct hxs_engine_stats {
         unsigned templates_total;
         unsigned long template_restarts; /* since the engine started */
         char warm_error[200];           /* why warm starts are off, if asked for */
+        /* pre-started single-use JavaScript and Bash sandboxes (namespaces) */
+        unsigned pool_ready;            /* started, waiting for code */
+        unsigned pool_target;           /* how many the pools keep (size within the memory) */
+        uint64_t pool_memory_mb;        /* memory_mb they hold now */
+        uint64_t pool_memory_limit_mb;  /* what they may hold now: the target's, within
+                                         * hxs_engine_memory_room */
+        unsigned pool_lang_ready[HXS_LANG_MAX];         /* pool_ready by language */
+        unsigned pool_lang_target[HXS_LANG_MAX];
+        uint64_t pool_lang_memory_mb[HXS_LANG_MAX];
+        unsigned long pool_served;      /* executions they have served since start-up */
         /* microVM backends */
         const char *vm_accel;           /* "kvm" or "tcg"; NULL for namespaces */
         unsigned vm_pool_ready;         /* booted VMs waiting for an execution */
@@ -366,6 +379,21 @@ typedef struct hxs_engine_stats {
 } hxs_engine_stats;
 
 HXS_API void hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
+
+/* Work the engine keeps off every execution's path: starting the pre-started
+ * sandboxes that replace those used (SANDBOX_POOL). A caller running many executions
+ * calls it once their results are delivered (the service: after each round of its
+ * loop); without it a pool serves what it started with, then everything runs cold. */
+/* True when it has more to do soon: the caller comes back within a few milliseconds
+ * (the work is done in small steps, so that none holds up a caller's loop for long). */
+HXS_API bool hxs_engine_background(hxs_engine *engine);
+
+/* The memory (MiB of memory_mb) the engine may hold outside executions now: its
+ * pre-started sandboxes (SANDBOX_POOL). A caller with a memory budget (the service's
+ * MEMORY_BUDGET_MB) passes what its executions and sessions leave of it whenever that
+ * changes: ready sandboxes beyond it are destroyed at once and refills stay within it,
+ * so that they never hold what an execution needs. Unset: SANDBOX_POOL_MEMORY_MB only. */
+HXS_API void hxs_engine_memory_room(hxs_engine *engine, uint64_t mb);
 
 /* 0 when sandboxes can run right now, else -errno with the reason in err. */
 HXS_API int hxs_engine_check(hxs_engine *engine, hxs_error *err);
@@ -401,8 +429,9 @@ typedef struct hxs_runtime_info {
  * without metadata is not an error: its versions stay "". */
 HXS_API int hxs_runtime_info_load(const hxs_config *cfg, hxs_backend_kind backend, hxs_runtime_info *ret,
                                   hxs_error *err);
-/* The engine's, read when it started. */
-HXS_API const hxs_runtime_info *hxs_engine_runtime_info(const hxs_engine *engine);
+/* The engine's: the manifest parsed when it started, the versions read from the root
+ * the first time they are asked for (thread-safe). */
+HXS_API const hxs_runtime_info *hxs_engine_runtime_info(hxs_engine *engine);
 
 /* ---- one execution ------------------------------------------------------------ */
 

@@ -442,20 +442,38 @@ int cg_exec_remove(cg_exec *c)
         return ret;
 }
 
+/* The engines a sweep has asked about: every hierarchy holds the same names, and an
+ * engine running many sandboxes names many, so each owner's /proc entry is read once
+ * per sweep rather than once per cgroup (an exec sweeps at every start). */
+#define SWEEP_OWNERS_MAX 32
+typedef struct sweep_owners {
+        struct {
+                int pid;
+                unsigned long long start;
+                bool alive;
+        } seen[SWEEP_OWNERS_MAX];
+        size_t n;
+} sweep_owners;
+
 /* Is the engine that named this cgroup "s<pid>.<start>-<seq>" still running? */
-static bool owner_alive(const char *name)
+static bool owner_alive(sweep_owners *o, const char *name)
 {
         int pid;
         unsigned long long start, now;
         if (sscanf(name, "s%d.%llu-", &pid, &start) != 2)
                 return true; /* not ours to judge */
-        if (proc_start_time(pid, &now) < 0)
-                return false;
-        return now == start;
+        for (size_t i = 0; i < o->n; i++)
+                if (o->seen[i].pid == pid && o->seen[i].start == start)
+                        return o->seen[i].alive;
+        bool alive = proc_start_time(pid, &now) == 0 && now == start;
+        if (o->n < SWEEP_OWNERS_MAX)
+                o->seen[o->n++] = (typeof(o->seen[0])){ .pid = pid, .start = start, .alive = alive };
+        return alive;
 }
 
 int cg_sweep(const cg_layout *l)
 {
+        sweep_owners owners = { .n = 0 };
         int removed = 0;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++) {
                 if (!l->have[h])
@@ -475,7 +493,7 @@ int cg_sweep(const cg_layout *l)
                                         (void)rmdir(p);
                                 continue;
                         }
-                        if (owner_alive(de->d_name))
+                        if (owner_alive(&owners, de->d_name))
                                 continue;
                         kill_dir(p, l->pure_v2 || h == CG_UNIFIED);
                         for (int i = 0; i < 50 && rmdir(p) < 0 && errno == EBUSY; i++)

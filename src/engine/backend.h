@@ -63,6 +63,11 @@ typedef struct backend_ops {
          * (exec.h, exec_stdin_*): write what the fd takes now, the rest when it is
          * writable again. Called only between a successful start and the end. */
         void (*stdin_more)(hxs_exec *x);
+        /* hxs_engine_background: work off the executions' paths (NULL: none); true:
+         * more to do soon */
+        bool (*background)(void *state);
+        /* hxs_engine_memory_room: what it may hold outside executions (NULL: nothing) */
+        void (*memory_room)(void *state, uint64_t mb);
 } backend_ops;
 
 extern const backend_ops ns_backend;

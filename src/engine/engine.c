@@ -13,6 +13,7 @@
 #include "core/uids.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "engine/runtime-info.h"
 
 #ifndef HXS_VERSION
 #define HXS_VERSION "0.0.0"
@@ -31,6 +32,8 @@ static void engine_free(hxs_engine *e)
         cg_graveyard_bury(&e->graveyard, true);
         if (e->ops)
                 e->ops->fini(e->state);
+        /* and what the backend's own end left there (its pre-started sandboxes) */
+        cg_graveyard_bury(&e->graveyard, true);
         pkgcache_fini(&e->pkgcache);
         pkg_index_free(&e->pkgs);
         free(e);
@@ -82,9 +85,10 @@ int hxs_engine_new(const hxs_config *cfg, hxs_engine **ret, hxs_error *err)
         r = e->ops->init(&e->env, &e->state, err);
         if (r < 0)
                 return r;
-        r = hxs_runtime_info_load(&e->cfg, e->kind, &e->runtimes, err);
+        r = runtime_manifest_parse(embed_runtimes_txt, &e->runtimes, err);
         if (r < 0)
                 return r;
+        e->runtimes_once = (pthread_once_t)PTHREAD_ONCE_INIT;
         r = pkg_index_load(&e->pkgs, cfg->rootfs);
         if (r < 0)
                 return err_fail(err, HXS_ERR_INTERNAL, r, "out of memory");
@@ -109,8 +113,20 @@ void hxs_engine_stats_get(hxs_engine *e, hxs_engine_stats *ret)
         e->ops->stats(e->state, ret);
 }
 
+bool hxs_engine_background(hxs_engine *e)
+{
+        return e->ops->background ? e->ops->background(e->state) : false;
+}
+
+void hxs_engine_memory_room(hxs_engine *e, uint64_t mb)
+{
+        if (e->ops->memory_room)
+                e->ops->memory_room(e->state, mb);
+}
+
 int hxs_engine_check(hxs_engine *e, hxs_error *err)
 {
+        runtime_info_versions_once(e); /* the check refreshes them */
         return e->ops->check(e->state, err);
 }
 

@@ -3,6 +3,8 @@
  * backend's view of it). */
 #pragma once
 
+#include <pthread.h>
+
 #include "hexr-sandbox/sandbox.h"
 #include "engine/backend.h"
 #include "pkg/packages.h"
@@ -23,7 +25,9 @@ struct hxs_engine {
         /* Python distributions the image provides (packages=) */
         pkg_index pkgs;
         pkgcache pkgcache;              /* installed sets, when a wheelhouse is configured */
-        /* the runtime manifest and the root's versions of it, read at start */
+        /* the runtime manifest, parsed at start, and the root's versions of it, read
+         * once something asks (runtime_info_versions_once) */
         hxs_runtime_info runtimes;
+        pthread_once_t runtimes_once;
         char backend_note[240];         /* why auto picked what it picked */
 };

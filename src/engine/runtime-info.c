@@ -278,21 +278,43 @@ static void load_image(hxs_runtime_info *ri, const char *image_dir)
         json_decref(m);
 }
 
+/* The versions of a parsed manifest's packages, from the root `backend` runs in. */
+static void load_versions(const hxs_config *cfg, hxs_backend_kind backend, hxs_runtime_info *ri)
+{
+        if (backend == HXS_BACKEND_QEMU || backend == HXS_BACKEND_FIRECRACKER)
+                load_image(ri, cfg->vm_image_dir);
+        else
+                load_root(ri, cfg->rootfs);
+        language_versions(ri);
+}
+
 int hxs_runtime_info_load(const hxs_config *cfg, hxs_backend_kind backend, hxs_runtime_info *ret, hxs_error *err)
 {
         int r = runtime_manifest_parse(embed_runtimes_txt, ret, err);
         if (r < 0)
                 return r;
-        if (backend == HXS_BACKEND_QEMU || backend == HXS_BACKEND_FIRECRACKER)
-                load_image(ret, cfg->vm_image_dir);
-        else
-                load_root(ret, cfg->rootfs);
-        language_versions(ret);
+        load_versions(cfg, backend, ret);
         return 0;
 }
 
-const hxs_runtime_info *hxs_engine_runtime_info(const hxs_engine *e)
+/* pthread_once's routine takes no argument: the engine being loaded, under the once */
+static _Thread_local hxs_engine *loading;
+
+static void load_engine_versions(void)
 {
+        load_versions(&loading->cfg, loading->kind, &loading->runtimes);
+}
+
+void runtime_info_versions_once(hxs_engine *e)
+{
+        loading = e;
+        (void)pthread_once(&e->runtimes_once, load_engine_versions);
+        loading = NULL;
+}
+
+const hxs_runtime_info *hxs_engine_runtime_info(hxs_engine *e)
+{
+        runtime_info_versions_once(e);
         return &e->runtimes;
 }
 

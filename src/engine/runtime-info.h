@@ -20,6 +20,11 @@ int runtime_read_dpkg_status(hxs_runtime_info *ri, const char *path);
 /* The upstream part of a Debian version: "1:1.24.2-1+deb12u1" -> "1.24.2". */
 void runtime_upstream_version(const char *debian, char *buf, size_t size);
 
+/* The engine's runtimes' versions, read from its root the first time this is called
+ * (from any thread): a start that never asks (a CLI exec) does not read the root's
+ * dpkg database, which cost a tenth of its CPU. */
+void runtime_info_versions_once(hxs_engine *e);
+
 /* Refreshes the distributions' versions from the root's dist-packages (rootfs "" is
  * the host's). -ENOENT with err naming every distribution the root lacks. */
 int runtime_check_distributions(hxs_runtime_info *ri, const char *rootfs, hxs_error *err);

@@ -12,6 +12,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <sched.h>
@@ -42,6 +44,8 @@
 #include "ns/ns-spawn.h"
 #include "ns/ns.h"
 #include "ns/owners.h"
+#include "ns/pool.h"
+#include "ns/remains.h"
 #include "ns/template.h"
 
 /* After PID 1 is gone, how long to wait for the pipes to close. */
@@ -59,6 +63,10 @@ struct ns_backend {
         char template_error[200];       /* why there are none, when asked for */
         int init_fd;                    /* the sandbox's init, a sealed memfd (ns-init.h) */
         struct ns_owners *owners;       /* owner uids of user namespaces (owners.h) */
+        ns_pool *pool;                  /* pre-started JS/Bash sandboxes (NULL: none) */
+        unsigned running;               /* executions started and not yet released */
+        uint64_t last_start_ms;         /* when the latest of them started (monotonic) */
+        ns_remains remains;             /* of ended sandboxes, removed after the replies */
 };
 
 /* One execution's sandbox, from clone to reaping (at x->priv). */
@@ -78,9 +86,14 @@ struct ns_exec {
         bool reaped, draining, drain_expired;
         bool term_sent;                 /* the time limit's SIGTERM */
         bool files_taken;               /* the files out are in the result */
+        bool pooled;                    /* pre-started: the code goes into its FIFO */
+        int code_fd;                    /* that FIFO's write end, until the code is in */
+        size_t code_off;
+        bool counted;                   /* in the backend's running */
+        bool ended;                     /* answered with PID 1 let go, before its reaping */
 };
 
-enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER };
+enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER, TAG_CODE };
 
 /* generated from src/ns/charts.py, compiled, and src/ns/sitecustomize.py */
 extern const char embed_charts_py[];
@@ -99,7 +112,8 @@ static void epoll_close(int epfd, int *fd)
 {
         if (*fd < 0)
                 return;
-        (void)epoll_ctl(epfd, EPOLL_CTL_DEL, *fd, NULL);
+        if (epfd >= 0)
+                (void)epoll_ctl(epfd, EPOLL_CTL_DEL, *fd, NULL);
         close(*fd);
         *fd = -1;
 }
@@ -174,6 +188,18 @@ static int spawn_cold(const ns_child_args *args, const cg_join *join, uid_t owne
         return 0;
 }
 
+/* A spawned sandbox's process and descriptors become nx's (its stdin is the caller's
+ * to take or close). */
+static void take_child(struct ns_exec *nx, const ns_child *c)
+{
+        nx->pid = c->pid;
+        nx->pidfd = c->pidfd;
+        nx->sync_fd = c->sync_fd;
+        nx->report_fd = c->report_fd;
+        nx->stdout_fd = c->stdout_fd;
+        nx->stderr_fd = c->stderr_fd;
+}
+
 /* What the clone and place hooks of ns_start share. */
 typedef struct start_ctx {
         struct ns_backend *b;
@@ -181,6 +207,8 @@ typedef struct start_ctx {
         struct ns_exec *nx;
         unsigned joined;                /* hierarchies PID 1 joins by itself: no move by pid */
 } start_ctx;
+
+static int clone_cold(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err);
 
 /* Warm from a template when one may serve the request, else cold: the service clones
  * as an owner uid of the pool. */
@@ -213,6 +241,16 @@ static int clone_sandbox(void *ctx, const ns_child_args *child, ns_born *ret, hx
                 ret->pid = -1;
                 ret->pidfd = -1;
         }
+        return clone_cold(c, child, ret, err);
+}
+
+/* Cold: the service clones as an owner uid of the pool, into the cgroup. */
+static int clone_cold(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err)
+{
+        start_ctx *c = ctx;
+        struct ns_backend *b = c->b;
+        struct ns_exec *nx = c->nx;
+        int r;
         if (ns_owner_take(b->owners, &nx->owner_uid) < 0) {
                 nx->owner_uid = 0;
                 return err_fail(err, HXS_ERR_SETUP, -EBUSY,
@@ -273,6 +311,69 @@ static int watch(hxs_exec *x, struct ns_exec *nx, const ns_child *c, hxs_error *
         return 0;
 }
 
+static uint64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* An execution of the engine's from its start to its release (ns_background). */
+static void count_start(struct ns_exec *nx)
+{
+        nx->counted = true;
+        nx->b->running++;
+        nx->b->last_start_ms = mono_ms();
+}
+
+static void exec_state_init(struct ns_backend *b, struct ns_exec *nx)
+{
+        nx->b = b;
+        nx->pid = -1;
+        nx->pidfd = nx->sync_fd = nx->report_fd = nx->stdout_fd = nx->stderr_fd = nx->stdin_fd = nx->timer_fd = -1;
+        nx->code_fd = -1;
+        nx->warm_slot = -1;
+}
+
+/* The code into a pre-started sandbox's FIFO as the pipe takes it, then closed: the
+ * interpreter reads it to its end, as it would the cold path's file. */
+static void write_code(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        const hxs_request *req = x->req;
+        while (nx->code_off < req->code_len) {
+                ssize_t n = write(nx->code_fd, req->code + nx->code_off, req->code_len - nx->code_off);
+                if (n > 0) {
+                        nx->code_off += (size_t)n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                break; /* EPIPE: the interpreter is gone */
+        }
+        epoll_close(x->epfd, &nx->code_fd);
+}
+
+/* A pre-started sandbox is nx's now (pool_claim), its interpreter waiting on the code
+ * FIFO, opened: the clock and the time limit start, then the code goes in. */
+static int start_pooled(hxs_exec *x, struct ns_exec *nx, hxs_error *err)
+{
+        if (x->started.tv_sec == 0 && x->started.tv_nsec == 0)
+                clock_gettime(CLOCK_MONOTONIC, &x->started);
+        /* most code in one write (best effort: pipe-max-size may be lower) */
+        (void)fcntl(nx->code_fd, F_SETPIPE_SZ, 1 << 20);
+        ns_child c = { .pid = nx->pid, .pidfd = nx->pidfd, .sync_fd = nx->sync_fd, .report_fd = nx->report_fd,
+                       .stdout_fd = nx->stdout_fd, .stderr_fd = nx->stderr_fd, .stdin_fd = -1 };
+        int r = watch(x, nx, &c, err);
+        if (r == 0 && (r = epoll_add(x->epfd, nx->code_fd, EPOLLOUT, TAG_CODE)) < 0)
+                err_fail(err, HXS_ERR_SETUP, r, "epoll: %s", strerror(-r));
+        if (r == 0)
+                write_code(x);
+        return r;
+}
+
 static int ns_start(void *state, hxs_exec *x, hxs_error *err)
 {
         struct ns_backend *b = state;
@@ -281,11 +382,17 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         const hxs_request *req = x->req;
         int r;
 
-        nx->b = b;
-        nx->pid = -1;
-        nx->pidfd = nx->sync_fd = nx->report_fd = nx->stdout_fd = nx->stderr_fd = nx->stdin_fd = nx->timer_fd = -1;
-        nx->warm_slot = -1;
+        exec_state_init(b, nx);
         cg_graveyard_bury(b->env->graveyard, false);
+        if (ns_pool_eligible(b->pool, req)) {
+                void *sb = ns_pool_take(b->pool, req->language, x);
+                if (sb) {
+                        free(sb); /* its state is nx's now (pool_claim) */
+                        count_start(nx);
+                        return start_pooled(x, nx, err);
+                }
+        }
+        count_start(nx);
 
         cg_limits lim = { .memory_bytes = (uint64_t)req->memory_mb << 20,
                           .pids_max = cfg->pids_max, .cpus_milli = cfg->cpus_milli };
@@ -339,24 +446,23 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
         if (r == 0)
                 r = ns_child_go(&c, err);
         /* ours from here on, started or not: ns_release kills, reaps and closes */
-        nx->pid = c.pid;
-        nx->pidfd = c.pidfd;
-        nx->sync_fd = c.sync_fd;
-        nx->report_fd = c.report_fd;
-        nx->stdout_fd = c.stdout_fd;
-        nx->stderr_fd = c.stderr_fd;
+        take_child(nx, &c);
         nx->stdin_fd = c.stdin_fd;
         return r;
 }
 
-static void ns_kill(hxs_exec *x)
+static void kill_sandbox(struct ns_exec *nx)
 {
-        struct ns_exec *nx = x->priv;
         if (nx->pidfd >= 0 && !nx->reaped && pidfd_send_signal(nx->pidfd, SIGKILL, NULL, 0) < 0 &&
             errno == EPERM && nx->owner_uid)
                 (void)signal_as(nx->owner_uid, nx->pidfd, SIGKILL);
         if (nx->have_cg)
                 cg_exec_kill(&nx->cg);
+}
+
+static void ns_kill(hxs_exec *x)
+{
+        kill_sandbox(x->priv);
 }
 
 /* PID 1's status record is in: first in the pipe, or after the program's set-up error
@@ -444,13 +550,15 @@ static void read_report(hxs_exec *x)
 
 static void read_output(hxs_exec *x, int *fd, int stream)
 {
-        char chunk[65536];
-        /* bounded per call so one flooding sandbox cannot starve the loop */
-        for (int i = 0; i < 16; i++) {
-                ssize_t n = read(*fd, chunk, sizeof(chunk));
+        /* bounded per call (16 reads, 1 MiB) so one flooding sandbox cannot starve the loop */
+        size_t left = 1u << 20;
+        for (int i = 0; i < 16 && left > 0; i++) {
+                bool over;
+                ssize_t n = exec_output_read(x, stream, *fd, left, &over);
+                if (over)
+                        stop_sandbox(x); /* past MAX_STREAM_BYTES */
                 if (n > 0) {
-                        if (exec_output(x, stream, chunk, (size_t)n))
-                                stop_sandbox(x); /* past MAX_STREAM_BYTES */
+                        left -= (size_t)n;
                         continue;
                 }
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -550,12 +658,30 @@ static void finish(hxs_exec *x)
         }
         hxs_result_set_status(res, status, have_status, x->timed_out, oom && !x->timed_out);
         res->warm = nx->warm;
+        res->pooled = nx->pooled;
         res->packages = x->packages;
         exec_result_output(x);
         x->done = true;
-        /* the namespace is gone; make sure the cgroup is too */
-        ns_kill(x);
+        /* the namespace is gone; make sure the cgroup is too. A PID 1 answered on its
+         * way out takes the rest of the sandbox with it (its pid namespace); its cgroup
+         * is emptied with the remains, after the reply (waiting for it to empty here
+         * would wait for PID 1's end). */
+        if (nx->ended)
+                (void)pidfd_send_signal(nx->pidfd, SIGKILL, NULL, 0);
+        else
+                ns_kill(x);
         epoll_close(x->epfd, &nx->timer_fd);
+}
+
+/* The program has ended and said so: its status is in, the files out are taken and
+ * PID 1 let go (it exits by itself, tearing down the sandbox's namespaces), and its
+ * output pipes are closed, so nothing more can come. The answer need not wait for
+ * PID 1's end; its reaping goes with the rest of the sandbox (ns_release). */
+static bool answer_complete(const struct ns_exec *nx)
+{
+        bool setup_error;
+        return !nx->reaped && nx->sync_fd < 0 && nx->stdout_fd < 0 && nx->stderr_fd < 0 &&
+               report_has_status(nx, &setup_error) && !setup_error;
 }
 
 static int ns_process(hxs_exec *x)
@@ -581,6 +707,9 @@ static int ns_process(hxs_exec *x)
                         } else {
                                 write_stdin(x);
                         }
+                        break;
+                case TAG_CODE:
+                        write_code(x);
                         break;
                 case TAG_REPORT:
                         read_report(x);
@@ -624,6 +753,11 @@ static int ns_process(hxs_exec *x)
         }
         if (x->done)
                 return 0;
+        if (answer_complete(nx)) {
+                nx->ended = true;
+                finish(x);
+                return 0;
+        }
         if (nx->reaped && nx->report_fd < 0) {
                 bool pipes_closed = nx->stdout_fd < 0 && nx->stderr_fd < 0;
                 if (pipes_closed || nx->drain_expired) {
@@ -636,41 +770,198 @@ static int ns_process(hxs_exec *x)
         return 0;
 }
 
-static void ns_release(hxs_exec *x)
+/* Kills, reaps and closes everything of the sandbox; epfd < 0: it is in none. What is
+ * left of a cold sandbox that ended by itself (PID 1 reaped, or answered and on its way
+ * out: finish killed it) goes after the reply (remains.h). */
+static void release_sandbox(struct ns_exec *nx, int epfd)
 {
-        struct ns_exec *nx = x->priv;
+        struct ns_backend *b = nx->b;
+        bool later = nx->warm_slot < 0 && (nx->reaped || nx->ended);
+        int pidfd = -1;
+        if (later && !nx->reaped && nx->pidfd >= 0) {
+                if (epfd >= 0)
+                        (void)epoll_ctl(epfd, EPOLL_CTL_DEL, nx->pidfd, NULL);
+                pidfd = TAKE_FD(nx->pidfd);
+        }
         if (!nx->reaped && nx->pidfd >= 0) {
-                ns_kill(x);
+                kill_sandbox(nx);
                 siginfo_t si;
                 /* PID 1 was SIGKILLed: reaping it is prompt */
                 (void)waitid((idtype_t)P_PIDFD, (id_t)nx->pidfd, &si, WEXITED);
                 nx->reaped = true;
         }
-        epoll_close(x->epfd, &nx->pidfd);
-        epoll_close(x->epfd, &nx->stdout_fd);
-        epoll_close(x->epfd, &nx->stderr_fd);
-        epoll_close(x->epfd, &nx->stdin_fd);
-        epoll_close(x->epfd, &nx->report_fd);
-        epoll_close(x->epfd, &nx->timer_fd);
+        epoll_close(epfd, &nx->pidfd);
+        epoll_close(epfd, &nx->stdout_fd);
+        epoll_close(epfd, &nx->stderr_fd);
+        epoll_close(epfd, &nx->stdin_fd);
+        epoll_close(epfd, &nx->report_fd);
+        epoll_close(epfd, &nx->timer_fd);
+        epoll_close(epfd, &nx->code_fd);
         close_fd(&nx->sync_fd);
+        strv_free(nx->envp);
+        nx->envp = NULL;
+        if (nx->counted) {
+                nx->b->running--;
+                nx->counted = false;
+        }
+        if (later) {
+                ns_remains_add(&b->remains, b->env->graveyard, b->owners, pidfd, &nx->cg, nx->have_cg,
+                               nx->owner_uid);
+                nx->have_cg = false;
+                nx->owner_uid = 0;
+                return;
+        }
         if (nx->have_cg) {
                 cg_exec_kill(&nx->cg);
                 if (cg_exec_remove(&nx->cg) < 0)
-                        cg_graveyard_add(nx->b->env->graveyard, &nx->cg);
+                        cg_graveyard_add(b->env->graveyard, &nx->cg);
                 nx->have_cg = false;
         }
-        strv_free(nx->envp);
-        nx->envp = NULL;
         /* the owner uid goes back once nothing of the sandbox is left; a warm slot
          * serves another */
         if (nx->warm_slot >= 0)
-                templates_release(nx->b->templates, nx->warm_slot);
+                templates_release(b->templates, nx->warm_slot);
         nx->warm_slot = -1;
         if (nx->owner_uid) {
-                ns_owner_put(nx->b->owners, nx->owner_uid);
+                ns_owner_put(b->owners, nx->owner_uid);
                 nx->owner_uid = 0;
         }
 }
+
+static void ns_release(hxs_exec *x)
+{
+        struct ns_exec *nx = x->priv;
+        release_sandbox(nx, x->epfd);
+}
+
+/* A refill is a clone on the service's loop and a sandbox building its root on the
+ * same cores: while an execution that started less than this ago runs, it would slow
+ * that execution and its reply, so the refill waits for the executions to end (a long
+ * one holds it up no longer than this). */
+#define REFILL_QUIET_MS 100
+/* ... and a language that still has one ready waits until no execution has started for
+ * this long: requests that come back to back (a client's loop) take the ready ones
+ * while a refill would compete with them for the cores and the loop. */
+#ifndef REFILL_PAUSE_MS
+#define REFILL_PAUSE_MS 5
+#endif
+
+/* Once results are out (hxs_engine_background): what is left of ended sandboxes is
+ * released, then the pools are refilled when no short execution is still running,
+ * one sandbox per call: a clone holds up the caller's loop for about a millisecond,
+ * and requests that came meanwhile go first. */
+static bool ns_background(void *state)
+{
+        struct ns_backend *b = state;
+        bool more = ns_remains_sweep(&b->remains, b->env->graveyard, b->owners);
+        uint64_t since = mono_ms() - b->last_start_ms;
+        if (b->running == 0 || since >= REFILL_QUIET_MS)
+                more = ns_pool_fill(b->pool, 1, since < REFILL_PAUSE_MS) || more;
+        return more;
+}
+
+static void ns_memory_room(void *state, uint64_t mb)
+{
+        struct ns_backend *b = state;
+        ns_pool_room(b->pool, mb);
+}
+
+/* ---- pre-started sandboxes (pool.h) ------------------------------------------------ */
+
+/* A cold sandbox in every respect (ns_start's cold path: its own cgroup, owner uid,
+ * namespaces, tmpfs root and home), for no request yet: the environment of a request
+ * without env_vars, stdin /dev/null, and instead of the code a FIFO its interpreter
+ * waits on. It has never seen a request, and serves one. */
+static int pool_start(void *ctx, hxs_language lang, uint32_t memory_mb, void **ret, hxs_error *err)
+{
+        struct ns_backend *b = ctx;
+        const hxs_config *cfg = b->env->cfg;
+        struct ns_exec *nx = calloc(1, sizeof(*nx));
+        if (!nx)
+                return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
+        exec_state_init(b, nx);
+        cg_limits lim = { .memory_bytes = (uint64_t)memory_mb << 20, .pids_max = cfg->pids_max,
+                          .cpus_milli = cfg->cpus_milli };
+        int r = cg_exec_create(b->env->cg, &lim, &nx->cg, err);
+        nx->have_cg = r == 0;
+        hxs_request none = { .language = lang, .memory_mb = memory_mb };
+        if (r == 0 && (r = exec_env(&none, NULL, &nx->envp)) < 0)
+                err_fail(err, HXS_ERR_SETUP, r, "out of memory");
+        ns_limits limits;
+        ns_limits_of(cfg, &limits);
+        start_ctx sctx = { .b = b, .nx = nx };
+        ns_spawn_args sa = {
+                .child = {
+                        .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,
+                        .interpreter = runtime_table[lang].path, .code_name = runtime_table[lang].file,
+                        .init_fd = b->init_fd, .memory_mb = memory_mb, .files_fd = -1, .code_fifo = true,
+                },
+                .code = "", .code_len = 0, .envp = nx->envp, .uid_base = cfg->uid_base,
+                .clone = clone_cold, .place = place_sandbox, .ctx = &sctx,
+        };
+        ns_child c = { .pid = -1, .pidfd = -1, .sync_fd = -1, .report_fd = -1, .stdout_fd = -1,
+                       .stderr_fd = -1, .stdin_fd = -1 };
+        if (r == 0 && (r = ns_spawn(&sa, &c, err)) == 0)
+                r = ns_child_go(&c, err);
+        take_child(nx, &c);
+        close_fd(&c.stdin_fd);
+        if (r < 0) {
+                release_sandbox(nx, -1);
+                free(nx);
+                return r;
+        }
+        *ret = nx;
+        return 0;
+}
+
+static int host_ready(struct ns_backend *b, bool distributions, hxs_error *err);
+
+/* Ready once its interpreter has opened the FIFO (it waits in that open); a sandbox
+ * whose PID 1 has ended, or that wrote anything before it had code, is not used. Nor
+ * is one while the host could not start a cold sandbox (STATE_DIR, the root, the
+ * cgroups as /health checks them): the request fails as a cold one would, and says
+ * why. */
+static int pool_claim(void *ctx, void *sb, void *arg)
+{
+        struct ns_backend *b = ctx;
+        struct ns_exec *p = sb;
+        hxs_exec *x = arg;
+        hxs_error err = { 0 };
+        if (host_ready(b, false, &err) < 0)
+                return 0;
+        struct pollfd pf[3] = { { .fd = p->pidfd, .events = POLLIN }, { .fd = p->stdout_fd, .events = POLLIN },
+                                { .fd = p->stderr_fd, .events = POLLIN } };
+        if (poll(pf, 3, 0) != 0)
+                return -ESRCH;
+        int fd = ns_code_fifo_open(p->pid, runtime_table[x->req->language].file);
+        if (fd == -ENXIO)
+                return 0;
+        if (fd < 0)
+                return fd;
+        struct ns_exec *nx = x->priv;
+        *nx = *p;
+        nx->code_fd = fd;
+        nx->pooled = true;
+        return 1;
+}
+
+static bool pool_alive(void *ctx, void *sb)
+{
+        (void)ctx;
+        struct ns_exec *p = sb;
+        struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+        return poll(&pf, 1, 0) == 0;
+}
+
+static void pool_destroy(void *ctx, void *sb)
+{
+        (void)ctx;
+        release_sandbox(sb, -1);
+        free(sb);
+}
+
+static const ns_pool_ops pool_ops = { .start = pool_start, .claim = pool_claim, .alive = pool_alive,
+                                      .destroy = pool_destroy };
 
 /* The sandbox's root (an unprivileged host uid) must be able to walk to the mount
  * point: every directory on the way needs search permission for others. */
@@ -734,6 +1025,10 @@ static int ns_init(const backend_env *env, void **ret_state, hxs_error *err)
                 if (templates_new(cfg, env->cg, b->init_fd, b->owners, &b->templates, &terr) < 0)
                         snprintf(b->template_error, sizeof(b->template_error), "%s", terr.message);
         }
+        /* pre-started JavaScript and Bash sandboxes: cold ones, their interpreter the
+         * root's (the configured one too) */
+        b->pool = ns_pool_new(cfg, &pool_ops, b);
+        (void)ns_pool_fill(b->pool, UINT_MAX, false);
         return 0;
 }
 
@@ -742,6 +1037,9 @@ static void ns_fini(void *state)
         struct ns_backend *b = state;
         if (!b)
                 return;
+        ns_pool_free(b->pool);
+        b->pool = NULL;
+        ns_remains_flush(&b->remains, b->env->graveyard, b->owners);
         templates_free(b->templates);
         b->templates = NULL;
         sandbox_filter_free(&b->seccomp);
@@ -752,9 +1050,10 @@ static void ns_fini(void *state)
         free(b);
 }
 
-static int ns_check(void *state, hxs_error *err)
+/* What /health checks (ns_check); the Python distributions only when asked (a
+ * readdir: a pre-started sandbox's hand-off does without). */
+static int host_ready(struct ns_backend *b, bool distributions, hxs_error *err)
 {
-        struct ns_backend *b = state;
         const hxs_config *cfg = b->env->cfg;
         const cg_layout *cgl = b->env->cg;
         if (access(b->mountpoint, F_OK) < 0)
@@ -772,8 +1071,7 @@ static int ns_check(void *state, hxs_error *err)
         }
         /* the Python distributions the runtime manifest promises (a readdir of the
          * root's dist-packages; /health asks at most once a second) */
-        r = runtime_check_distributions(b->env->runtimes, cfg->rootfs, err);
-        if (r < 0)
+        if (distributions && (r = runtime_check_distributions(b->env->runtimes, cfg->rootfs, err)) < 0)
                 return r;
         for (cg_hier h = 0; h < CG_HIER_MAX; h++)
                 if (cgl->have[h] && access(cgl->base[h], W_OK) < 0)
@@ -782,12 +1080,18 @@ static int ns_check(void *state, hxs_error *err)
         return 0;
 }
 
+static int ns_check(void *state, hxs_error *err)
+{
+        return host_ready(state, true, err);
+}
+
 static void ns_stats(void *state, hxs_engine_stats *st)
 {
         struct ns_backend *b = state;
         st->warm_enabled = b->templates != NULL;
         templates_state(b->templates, &st->templates_ready, &st->templates_total, &st->template_restarts);
         snprintf(st->warm_error, sizeof(st->warm_error), "%s", b->template_error);
+        ns_pool_stats(b->pool, st);
 }
 
 const backend_ops ns_backend = {
@@ -805,4 +1109,6 @@ const backend_ops ns_backend = {
         .kill = ns_kill,
         .release = ns_release,
         .stdin_more = ns_stdin_more,
+        .background = ns_background,
+        .memory_room = ns_memory_room,
 };

@@ -4,10 +4,10 @@
  * new user namespace (mapped to an unprivileged host uid). ns_child_main is the list
  * of steps, in the order the security argument needs; the root filesystem is a table
  * of steps run by one loop (ns-root.c). It pivots into the root, then forks the
- * program: the program drops to the "sandbox" user with no capabilities, no_new_privs
- * and the seccomp filter (the steps of jail.h), and execs the interpreter. PID 1 then
- * becomes the init (ns-init.h): with no capabilities, no_new_privs and the same filter
- * it execs a small static program that reaps, and when the program exits reports the
+ * program under an empty bounding set, no_new_privs and the seccomp filter, which both
+ * inherit: the program drops to the "sandbox" user with no capabilities (the steps of
+ * jail.h), and execs the interpreter. PID 1 then becomes the init (ns-init.h): with no
+ * capabilities, no_new_privs and the same filter it execs a small static program that reaps, and when the program exits reports the
  * status and exits, which makes the kernel kill every other process of the namespace
  * (daemons included). So PID 1 holds
  * nothing of the process it was cloned from (the service, or a template).
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -71,8 +72,9 @@ static void step(jail_step which, int r)
         }
 }
 
-/* The program process: stdio, limits, the sandbox user, no capabilities,
- * no_new_privs, seccomp; then exec (cold) or return (warm). */
+/* The program process: stdio, limits, the sandbox user, no capabilities; then exec
+ * (cold) or return (warm). It was forked under PID 1's empty bounding set,
+ * no_new_privs and seccomp filter (lock_down), which fork keeps. */
 static void run_program(const ns_child_args *a, const payload_view *pl, ns_program *ret)
 {
         const ns_limits *lim = a->limits;
@@ -96,18 +98,11 @@ static void run_program(const ns_child_args *a, const payload_view *pl, ns_progr
 
         if (chdir(NS_SANDBOX_HOME) < 0)
                 ns_child_die("chdir %s", NS_SANDBOX_HOME);
-        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
         step(JAIL_SETID, jail_become(NS_SANDBOX_UID, NS_SANDBOX_UID, false));
         step(JAIL_CAPS, jail_set_caps(0));
-        step(JAIL_NNP, jail_no_new_privs());
         /* the uid change made it undumpable (its /proc files root's): undo that, after it */
         if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
                 ns_child_die("dumpable");
-        int r = sandbox_filter_load(a->seccomp);
-        if (r < 0) {
-                errno = -r;
-                ns_child_die("loading the seccomp filter");
-        }
         snprintf(ret->code_path, sizeof(ret->code_path), "/code/%s", a->code_name);
         ret->env = pl->env;
         if (a->warm) {
@@ -327,35 +322,84 @@ static void write_files(const ns_child_args *a)
         close(a->files_fd);
 }
 
-/* The program's process. A cold child is a raw clone3 of the multi-threaded service:
- * glibc's fork() takes malloc's arena locks around the fork for its own bookkeeping,
- * and one that another of the service's threads (a package commit on a worker, say)
- * held at the moment of the clone is held for ever in this copy, where that thread
- * does not exist: the sandbox then hung until its time limit. The system call itself
- * takes no lock, and the cold program only calls the kernel until it execs. A warm
- * template is single-threaded, and its program goes on in Python, which needs glibc's
- * fork (the new process's cached thread id). */
-static pid_t fork_program(const ns_child_args *a)
+/* The cold program's process, as posix_spawn makes one: CLONE_VM | CLONE_VFORK, on a
+ * stack of its own. PID 1 is a copy of the service (or of the CLI), and a fork would
+ * copy that whole address space again, to fault in its pages copy by copy and tear
+ * it down at the exec a moment later; sharing it, PID 1 waits (CLONE_VFORK) until the
+ * program has exec'd or died. Not glibc's fork(), which takes malloc's arena locks
+ * around the fork: one that another of the service's threads held at the moment PID 1
+ * was cloned is held for ever in this copy, where that thread does not exist (the
+ * sandbox then hung until its time limit). Until its execve the program only calls
+ * the kernel, on its own stack, and touches nothing of PID 1's memory but that stack,
+ * errno and ret->code_path (its fds, root directory, limits and credentials are its
+ * own: no CLONE_FILES, CLONE_FS or CLONE_THREAD). */
+#define PROGRAM_STACK_BYTES (256 << 10)
+
+typedef struct program_start {
+        const ns_child_args *a;
+        const payload_view *pl;
+        ns_program *ret;
+} program_start;
+
+static int program_main(void *arg)
 {
-        pid_t program = a->warm ? fork() : (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, 0);
+        const program_start *p = arg;
+        run_program(p->a, p->pl, p->ret); /* cold: execs or dies */
+        return 127;
+}
+
+static pid_t spawn_cold_program(const ns_child_args *a, const payload_view *pl, ns_program *ret)
+{
+        void *stack = mmap(NULL, PROGRAM_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+                           -1, 0);
+        if (stack == MAP_FAILED)
+                ns_child_die("a stack for the program");
+        program_start p = { .a = a, .pl = pl, .ret = ret };
+        pid_t program = clone(program_main, (char *)stack + PROGRAM_STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, &p);
+        if (program < 0 && errno == EINVAL) {
+                /* Kernels before 6.3 refuse CLONE_VM to a child bound for another time
+                 * namespace (PID 1 made the sandbox's, see ns_time_start): Debian 12's
+                 * 6.1, the microVM guest's among them. A copy of PID 1 then, as before:
+                 * the raw system call, for the reason above. */
+                program = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, 0);
+                if (program == 0) {
+                        run_program(a, pl, ret); /* cold: execs or dies */
+                        _exit(127);
+                }
+        }
         if (program < 0)
-                ns_child_die("fork");
+                ns_child_die("starting the program");
+        /* PID 1 execs its init next, which unmaps it */
         return program;
+}
+
+/* Once the root is built and the last namespace made: the bounding set emptied,
+ * no_new_privs and the seccomp filter, once, in PID 1 before it forks the program,
+ * which inherits the three (fork keeps them; the filter is the same object, not a
+ * second copy to compile and run at every call). Nothing either process does after
+ * this is a call the filter denies; the capabilities PID 1 still holds are dropped
+ * by each process after the fork. */
+static void lock_down(const ns_child_args *a)
+{
+        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
+        step(JAIL_NNP, jail_no_new_privs());
+        int r = sandbox_filter_load(a->seccomp);
+        if (r < 0) {
+                errno = -r;
+                ns_child_die("loading the seccomp filter");
+        }
 }
 
 /* PID 1 keeps only the report pipe: the program's end of stdio must be the only
  * writer, so the supervisor sees EOF when the sandbox is gone. Then no capabilities,
- * no_new_privs and the filter, and the init. */
+ * and the init. */
 static _Noreturn void become_init(const ns_child_args *a, pid_t program)
 {
         if (a->stdin_fd >= 0)
                 close(a->stdin_fd);
         close(a->stdout_fd);
         close(a->stderr_fd);
-        step(JAIL_BOUNDING, jail_drop_bounding(0, false));
         step(JAIL_CAPS, jail_set_caps(0));
-        if (jail_no_new_privs() < 0 || sandbox_filter_load(a->seccomp) < 0)
-                _exit(127);
         if (a->init_fd < 0)
                 init_loop(program, a->sync_fd);
         exec_init(a->init_fd, a->sync_fd, program);
@@ -365,7 +409,7 @@ static _Noreturn void become_init(const ns_child_args *a, pid_t program)
  * failing step ends the child. */
 void ns_child_main(const ns_child_args *a, ns_program *ret)
 {
-        payload_view pl;
+        payload_view own, *pl = a->warm_payload ? a->warm_payload : &own;
         int counter_fds[ARRAY_SIZE(userns_counters)];
 
         keep_own_descriptors(a);        /* and into the v1 cgroups, first */
@@ -373,17 +417,27 @@ void ns_child_main(const ns_child_args *a, ns_program *ret)
         await_supervisor(a, 'm');       /* our uid/gid maps are written */
         become_namespace_root(a);       /* and die with the supervisor */
         set_hostname();
-        read_payload(a, &pl);
+        read_payload(a, pl);
         open_userns_counters(a->limits, counter_fds);
         loopback_up();
-        ns_root_build(a, &pl);
+        ns_root_build(a, pl);
         await_supervisor(a, 'g');       /* in every cgroup of the sandbox */
         enter_cgroup_namespace(a);
         write_userns_counters(a->limits, counter_fds);
         write_files(a);                 /* into the working directory, charged to the sandbox */
-        pid_t program = fork_program(a);
+        lock_down(a);                   /* for PID 1 and the program it forks */
+        if (!a->warm)
+                become_init(a, spawn_cold_program(a, pl, ret));
+        /* A warm template is single-threaded, and its program goes on in Python, which
+         * needs glibc's fork (the new process's cached thread id). A warm PID 1 shares
+         * the template's memory while the template is stopped (CLONE_VFORK, see
+         * zygote-module.c), so this fork is the template's own, as if it had forked
+         * there: the one copy of it an execution makes. */
+        pid_t program = fork();
+        if (program < 0)
+                ns_child_die("fork");
         if (program == 0) {
-                run_program(a, &pl, ret);
+                run_program(a, pl, ret);
                 return;                 /* warm: the caller runs the program */
         }
         become_init(a, program);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -235,4 +236,26 @@ int ns_home_open(pid_t pid1)
                                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
         int home = (int)syscall(SYS_openat2, root, NS_SANDBOX_HOME + 1, &how, sizeof(how));
         return home < 0 ? -errno : home;
+}
+
+int ns_code_fifo_open(pid_t pid1, const char *code_name)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/root", (int)pid1);
+        _cleanup_close_ int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        char rel[64];
+        snprintf(rel, sizeof(rel), "code/%s", code_name);
+        struct open_how how = { .flags = O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISFIFO(st.st_mode))
+                return -EINVAL; /* never write the code anywhere else */
+        return TAKE_FD(fd);
 }

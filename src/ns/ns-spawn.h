@@ -87,3 +87,8 @@ void ns_term_program(pid_t pid1);
  * frozen) without following any symlink: for the files out (files-out.h), which go
  * with PID 1. -errno when it is not there. */
 int ns_home_open(pid_t pid1);
+
+/* The write end of a pre-started sandbox's code FIFO (/code/<code_name>, ns.h), opened
+ * through the root of PID 1 without following any symlink and without blocking: -ENXIO
+ * while the interpreter has not opened it yet (the sandbox is not ready), -errno else. */
+int ns_code_fifo_open(pid_t pid1, const char *code_name);

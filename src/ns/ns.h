@@ -77,7 +77,13 @@ typedef struct ns_child_args {
         int report_fd;                  /* write: NS_REPORT_* messages, O_CLOEXEC */
         int stdin_fd, stdout_fd, stderr_fd; /* stdin_fd < 0: /dev/null */
         bool warm;                      /* return into the caller instead of exec'ing */
+        /* warm: PID 1 runs in the template's own memory (CLONE_VM, the template stopped
+         * until PID 1 execs its init); the payload's view is kept here, in that memory,
+         * for the template to unmap afterwards. NULL: PID 1 has a memory of its own. */
+        payload_view *warm_payload;
         uint32_t memory_mb;             /* the memory limit, for /proc/meminfo (0: the host's RAM) */
+        bool code_fifo;                 /* /code/<code_name> is a FIFO the supervisor writes the
+                                         * code into later (a pre-started sandbox, pool.h) */
         /* packages= (NULL: none): host directories bound into the root */
         const char *pkgs_dir;           /* read-only at NS_PACKAGES_DIR */
         const char *wheelhouse_dir;     /* installer: read-only at /wheelhouse */

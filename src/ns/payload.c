@@ -135,6 +135,20 @@ int payload_map(int fd, payload_view *ret)
         if (r < 0) {
                 munmap(data, size);
                 munmap(mem, total);
+                return r;
         }
-        return r;
+        ret->map = data;
+        ret->map_len = size;
+        ret->mem = mem;
+        ret->mem_len = total;
+        return 0;
+}
+
+void payload_unmap(payload_view *pl)
+{
+        if (pl->map)
+                munmap(pl->map, pl->map_len);
+        if (pl->mem)
+                munmap(pl->mem, pl->mem_len);
+        *pl = (payload_view){ 0 };
 }

@@ -25,6 +25,9 @@ typedef struct payload_view {
         size_t code_len;
         char **env;
         size_t n_env;
+        /* payload_map's two mappings (NULL: none), for payload_unmap */
+        void *map, *mem;
+        size_t map_len, mem_len;
 } payload_view;
 
 /* Parses an in-memory payload of `size` bytes, writing the NUL-terminated env strings
@@ -35,3 +38,8 @@ int payload_parse(const uint8_t *data, size_t size, payload_view *ret, char *scr
 
 /* Maps fd and parses it (scratch and pointers in fresh anonymous mappings). */
 int payload_map(int fd, payload_view *ret);
+
+/* Undoes payload_map (nothing if it mapped nothing) and clears the view. A warm PID 1
+ * maps the payload in the template's own memory (it shares it until it execs): the
+ * template unmaps it then, so that no later execution forked from it finds it. */
+void payload_unmap(payload_view *pl);

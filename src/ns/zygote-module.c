@@ -6,7 +6,8 @@
  * template as a child of the engine (CLONE_PARENT) that takes the slot's owner uid and
  * drops every capability, then serves: for each request it clones a sandbox with the
  * same code as the cold path (ns_child_main, the same seccomp filter built by the same
- * function), again as a child of the engine, and answers with a pidfd of it. It returns
+ * function), again as a child of the engine, whose PID 1 answers with a pidfd of itself
+ * (see "PID 1 in the template's memory" below). It returns
  * only in the program process of a new sandbox, once every restriction is in place,
  * giving Python the code path and the environment; no template ever runs a request's
  * code or holds one (code and environment travel in a memfd it does not read).
@@ -20,8 +21,12 @@
 #include <linux/capability.h>
 #include <linux/prctl.h>
 #include <linux/sched.h>
+#include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -174,12 +179,85 @@ static void rewrite_cmdline(const char *code_path)
         (void)prctl(PR_SET_MM, PR_SET_MM_MAP, (unsigned long)&map, sizeof(map), 0);
 }
 
+/* ---- PID 1 in the template's memory ------------------------------------------------- */
+
+/* A warm sandbox's PID 1 is cloned with CLONE_VM | CLONE_VFORK: it runs in the
+ * template's own memory, on a stack of its own, while the template is stopped until PID 1
+ * execs its init (or dies). So the program PID 1 forks is the one copy of the template's
+ * address space an execution costs (a PID 1 of its own would be a second one, of the
+ * whole template, only to be thrown away at its exec), and it is a copy of a template
+ * that is not running. What PID 1 leaves in that memory, the template clears before it
+ * serves again: its stack is replaced by fresh pages, the payload it mapped is unmapped,
+ * and it keeps nothing else (ns-child.c and the code it calls use no heap, and no static
+ * buffer: ns-files.c lets the kernel copy the files). */
+#define PID1_STACK_SIZE ((size_t)1 << 20)
+#define PID1_GUARD_SIZE ((size_t)64 << 10)
+
+static char *pid1_stack;                /* PID1_STACK_SIZE, above a PROT_NONE guard */
+static payload_view pid1_payload;       /* what PID 1 mapped (ns_child_args.warm_payload) */
+static volatile sig_atomic_t pid1_replied; /* PID 1 has told the engine who it is */
+static sigjmp_buf to_serve;             /* where the program goes on, in the template's frames */
+static ns_program program;              /* the program's own copy, written after its fork */
+
+struct pid1_start {
+        const ns_child_args *args;
+        int sock;
+};
+
+static int map_pid1_stack(void)
+{
+        int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK;
+        if (!pid1_stack) {
+                char *m = mmap(NULL, PID1_GUARD_SIZE + PID1_STACK_SIZE, PROT_NONE, fl | MAP_NORESERVE, -1, 0);
+                if (m == MAP_FAILED)
+                        return -1;
+                pid1_stack = m + PID1_GUARD_SIZE;
+        }
+        return mmap(pid1_stack, PID1_STACK_SIZE, PROT_READ | PROT_WRITE, fl | MAP_FIXED, -1, 0) == MAP_FAILED ? -1
+                                                                                                           : 0;
+}
+
+/* After PID 1 has exec'd or died: nothing of its request stays in the template. */
+static void forget_pid1(void)
+{
+        payload_unmap(&pid1_payload);
+        if (map_pid1_stack() < 0)
+                _exit(1); /* a stack we could not clear: the engine replaces us */
+}
+
+/* PID 1 tells the engine who it is, as the template would once clone returned: the
+ * template cannot while PID 1 runs. The pid is the engine's view of it (the host's
+ * /proc is still mounted: nothing has changed the root yet). */
+static void announce(int sock)
+{
+        char path[64], buf[512];
+        int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+        const char *p = pidfd >= 0 && read_file(path, buf, sizeof(buf)) > 0 ? strstr(buf, "\nPid:") : NULL;
+        long pid = p ? strtol(p + 5, NULL, 10) : 0;
+        if (pid <= 0)
+                _exit(127); /* the template then answers with its own pidfd */
+        reply(sock, (int32_t)pid, pidfd);
+        close(pidfd);
+        pid1_replied = 1;
+}
+
+static int pid1_main(void *arg)
+{
+        const struct pid1_start *st = arg;
+        announce(st->sock);
+        ns_child_main(st->args, &program);
+        /* only the program process gets here, fully restricted: on into Python, in the
+         * template's frames (its copy of them) where serve cloned */
+        siglongjmp(to_serve, 1);
+}
+
 /* A slot template: for each request, a sandbox. Returns only in a sandbox's program. */
 static PyObject *serve(int sock, int init_fd)
 {
         /* children are the engine's (CLONE_PARENT); each sandbox resets this for itself */
         signal(SIGCHLD, SIG_IGN);
-        if (send(sock, "R", 1, MSG_NOSIGNAL) != 1)
+        if (map_pid1_stack() < 0 || send(sock, "R", 1, MSG_NOSIGNAL) != 1)
                 _exit(0);
         for (;;) {
                 template_request req;
@@ -204,26 +282,30 @@ static PyObject *serve(int sock, int init_fd)
                         .stdout_fd = fds[3], .stderr_fd = fds[4], .stdin_fd = nfds - with_files > 5 ? fds[5] : -1,
                         .has_files = with_files, .files_fd = with_files ? fds[nfds - 1] : -1,
                         .init_fd = init_fd, .warm = true, .pkgs_dir = req.pkgs_dir[0] ? req.pkgs_dir : NULL,
-                        .memory_mb = req.memory_mb,
+                        .memory_mb = req.memory_mb, .warm_payload = &pid1_payload,
                 };
+                struct pid1_start st = { .args = &a, .sock = sock };
                 int pidfd = -1;
-                /* CLONE_PARENT: the sandbox is the engine's child, as a cold one is */
-                struct clone_args ca = { .flags = NS_CLONE_FLAGS | CLONE_PARENT | CLONE_PIDFD,
-                                         .pidfd = (uint64_t)(uintptr_t)&pidfd };
-                PyOS_BeforeFork();
-                long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-                if (pid == 0) {
-                        ns_program prog;
-                        ns_child_main(&a, &prog);
-                        /* only the program process gets here, fully restricted */
+                pid1_replied = 0;
+                if (sigsetjmp(to_serve, 0)) {
+                        /* the program (pid1_main), in its copy of this frame: only
+                         * statics are to be trusted here */
                         PyOS_AfterFork_Child();
-                        rewrite_cmdline(prog.code_path);
-                        return program_tuple(&prog);
+                        rewrite_cmdline(program.code_path);
+                        return program_tuple(&program);
                 }
+                /* CLONE_PARENT: the sandbox is the engine's child, as a cold one is; no
+                 * exit signal, as before, the engine waits on the pidfd */
+                PyOS_BeforeFork();
+                int pid = clone(pid1_main, pid1_stack + PID1_STACK_SIZE,
+                                NS_CLONE_FLAGS | CLONE_PARENT | CLONE_PIDFD | CLONE_VM | CLONE_VFORK, &st, &pidfd);
                 int saved = errno;
                 PyOS_AfterFork_Parent();
+                forget_pid1();
                 close_fds(fds, nfds);
-                reply(sock, pid > 0 ? (int32_t)pid : -saved, pid > 0 ? pidfd : -1);
+                /* PID 1 answered for itself, unless it died first */
+                if (!pid1_replied)
+                        reply(sock, pid > 0 ? (int32_t)pid : -saved, pid > 0 ? pidfd : -1);
                 if (pidfd >= 0)
                         close(pidfd);
         }

@@ -87,6 +87,16 @@ static bool room_for(const server *srv, uint64_t mb, bool slot)
         return a->mem_held_mb + mb <= srv->cfg.memory_budget_mb;
 }
 
+/* What the running executions and sessions leave of the memory budget is the engine's
+ * pre-started sandboxes' (hxs_engine_memory_room): they give it up as executions take
+ * it, and are not refilled into what executions hold, so that they never turn work
+ * away. Told after every change of what is held. */
+static void memory_changed(server *srv)
+{
+        uint64_t held = srv->adm->mem_held_mb, budget = srv->cfg.memory_budget_mb;
+        hxs_engine_memory_room(srv->engine, held < budget ? budget - held : 0);
+}
+
 static void suspend(call *c)
 {
         call_suspend(c, admission_hangup);
@@ -189,6 +199,7 @@ static int start(call *c)
         TAILQ_INSERT_TAIL(&srv->adm->running, c, link);
         srv->adm->n_running++;
         srv->adm->mem_held_mb += c->memory_mb;
+        memory_changed(srv);
         c->cs->running++;
         c->cs->memory_mb += c->memory_mb;
         c->state = CALL_RUNNING;
@@ -327,6 +338,7 @@ static void drop_exec(call *c)
         TAILQ_REMOVE(&srv->adm->running, c, link);
         srv->adm->n_running--;
         srv->adm->mem_held_mb -= c->memory_mb;
+        memory_changed(srv);
         c->cs->running--;
         c->cs->memory_mb -= c->memory_mb;
         c->cs = NULL;
@@ -552,6 +564,7 @@ int admission_memory_reserve(server *srv, uint32_t mb)
         if (!TAILQ_EMPTY(&srv->adm->queue) || !room_for(srv, mb, false))
                 return -EAGAIN;
         srv->adm->mem_held_mb += mb;
+        memory_changed(srv);
         return 0;
 }
 
@@ -560,6 +573,7 @@ void admission_memory_release(server *srv, uint32_t mb)
         if (!srv->adm)
                 return;
         srv->adm->mem_held_mb -= mb <= srv->adm->mem_held_mb ? mb : srv->adm->mem_held_mb;
+        memory_changed(srv);
         pump(srv);
 }
 

@@ -19,6 +19,8 @@ typedef struct host_facts {
 
 /* Execution slots MAX_CONCURRENT 0 gives, at most (the floor is 2). */
 #define BUDGET_SLOTS_MAX 1024u
+/* Warm slots SANDBOX_WARM_SLOTS 0 gives, at most (each kind forks that many templates). */
+#define BUDGET_WARM_SLOTS_MAX 32u
 /* Descriptors the service holds for one running execution, with room to spare (its
  * pipes, pidfd, report and epoll fds, cgroup files), and those it keeps for itself. */
 #define BUDGET_FDS_PER_EXEC 16u
@@ -33,6 +35,5 @@ void host_facts_read(host_facts *ret);
  *  - memory: half of MemAvailable, or of the service's cgroup memory limit when that
  *    is smaller (in a container); unknown: MAX_MEMORY_MB per core; never below
  *    MAX_MEMORY_MB, so the largest request can run;
- *  - warm slots: MAX_CONCURRENT when it was set, else one per core, at least 2, and no
- *    more than the slots. */
+ *  - warm slots: as many as the slots, at most BUDGET_WARM_SLOTS_MAX. */
 void budget_settle(hxs_config *cfg, const host_facts *h);

@@ -144,6 +144,23 @@ static enum MHD_Result send_reply(call *c)
         return ret;
 }
 
+/* /health's pool: in all and by language (those that have one), what they may hold now
+ * (within what the executions leave of MEMORY_BUDGET_MB) and the setting's cap. */
+static json_t *pool_json(const hxs_engine_stats *st, uint32_t setting_mb)
+{
+        json_t *langs = json_object();
+        for (hxs_language l = 0; langs && l < HXS_LANG_MAX; l++)
+                if (st->pool_lang_target[l])
+                        json_object_set_new(langs, hxs_language_name(l),
+                                            json_pack("{s:I,s:I,s:I}", "ready", (json_int_t)st->pool_lang_ready[l],
+                                                      "target", (json_int_t)st->pool_lang_target[l], "memory_mb",
+                                                      (json_int_t)st->pool_lang_memory_mb[l]));
+        return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "ready", (json_int_t)st->pool_ready, "target",
+                         (json_int_t)st->pool_target, "memory_mb", (json_int_t)st->pool_memory_mb,
+                         "memory_limit_mb", (json_int_t)st->pool_memory_limit_mb, "memory_max_mb",
+                         (json_int_t)setting_mb, "served", (json_int_t)st->pool_served, "languages", langs);
+}
+
 static void reply_health(call *c)
 {
         server *srv = c->srv;
@@ -198,6 +215,9 @@ static void reply_health(call *c)
                 json_object_set_new(o, "warm", warm);
         else
                 json_decref(warm);
+        /* pre-started single-use JavaScript and Bash sandboxes (namespaces) */
+        if (o)
+                json_object_set_new(o, "pool", pool_json(&st, srv->cfg.pool_memory_mb));
         /* microVM backends: the accelerator and the pool of booted VMs */
         if (o && st.vm_accel)
                 json_object_set_new(o, "vm", json_pack("{s:s,s:I,s:I,s:I,s:I}", "accel", st.vm_accel,

@@ -90,7 +90,7 @@ void log_call(const call *c, const hxs_result *res, const char *outcome_text,
                 json_object_set_new(o, "execution_time_ms",
                                     json_integer((json_int_t)res->execution_time_ms));
                 json_object_set_new(o, "memory_used_mb", json_integer((json_int_t)res->memory_used_mb));
-                json_object_set_new(o, "start", json_string(res->warm ? "warm" : "cold"));
+                json_object_set_new(o, "start", json_string(res->warm ? "warm" : res->pooled ? "pooled" : "cold"));
                 if (res->packages != HXS_PACKAGES_NONE)
                         json_object_set_new(o, "packages", json_string(hxs_packages_source_name(res->packages)));
                 if (res->stdout_truncated || res->stderr_truncated)

@@ -168,6 +168,28 @@ static void pool_tick(void *data, uint64_t now)
         srv->pool_check_ms = st.vm_pool_target || st.vm_boot_failures ? now + POOL_CHECK_MS : UINT64_MAX;
 }
 
+/* The engine's background work (hxs_engine_background: refilling the pre-started
+ * sandboxes) in the last hook of every round, after MHD's: replies first. And once a
+ * second when nothing else wakes the loop, for a refill that failed and is due again. */
+#define BACKGROUND_MS 1000
+#define BACKGROUND_SOON_MS 1    /* when it said it has more to do */
+
+static uint64_t background_deadline(void *data)
+{
+        server *srv = data;
+        return srv->background_ms;
+}
+
+static void background_tick(void *data, uint64_t now)
+{
+        server *srv = data;
+        if (admission_draining(srv)) { /* none would be used */
+                srv->background_ms = UINT64_MAX;
+                return;
+        }
+        srv->background_ms = now + (hxs_engine_background(srv->engine) ? BACKGROUND_SOON_MS : BACKGROUND_MS);
+}
+
 static void pool_watch(server *srv)
 {
         srv->pool_check_ms = 0;
@@ -335,6 +357,10 @@ static int open_all(server *srv, hxs_error *err)
         r = start_mhd(srv);
         if (r < 0)
                 return err_fail(err, HXS_ERR_SETUP, r, "cannot start the HTTP server on %s", srv->listen.text);
+        srv->background_ms = 0;
+        srv->background_hook = (loop_hook){ .next_deadline = background_deadline, .tick = background_tick,
+                                            .data = srv };
+        loop_hook_add(srv->loop, &srv->background_hook);
         return 0;
 }
 

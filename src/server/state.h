@@ -60,6 +60,8 @@ typedef struct server {
         int sigfd;
         watch sig_watch, mhd_watch;
         loop_hook mhd_hook;
+        loop_hook background_hook;      /* the engine's background work, after MHD (serve.c) */
+        uint64_t background_ms;         /* its next round when nothing else comes first */
         loop_hook pool_hook;            /* logs the microVM pool's failed boots (serve.c) */
         uint64_t pool_check_ms;         /* when next; UINT64_MAX: no pool to watch */
         unsigned long pool_failures_logged;

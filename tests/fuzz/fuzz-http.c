@@ -107,7 +107,7 @@ struct MHD_Response *__real_MHD_create_response_from_buffer(size_t size, void *b
 int __wrap_hxs_engine_check(hxs_engine *engine, hxs_error *err);
 const char *__wrap_hxs_engine_backend_name(const hxs_engine *engine);
 void __wrap_hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret);
-const hxs_runtime_info *__wrap_hxs_engine_runtime_info(const hxs_engine *engine);
+const hxs_runtime_info *__wrap_hxs_engine_runtime_info(hxs_engine *engine);
 void __wrap_conn_request_read(struct MHD_Connection *conn);
 void __wrap_conn_request_done(struct MHD_Connection *conn);
 void __wrap_log_call(const call *c, const hxs_result *res, const char *outcome_text,
@@ -284,7 +284,7 @@ void __wrap_hxs_engine_stats_get(hxs_engine *engine, hxs_engine_stats *ret)
 }
 
 /* Runtimes: one package per language, one absent, versions that need escaping. */
-const hxs_runtime_info *__wrap_hxs_engine_runtime_info(const hxs_engine *engine)
+const hxs_runtime_info *__wrap_hxs_engine_runtime_info(hxs_engine *engine)
 {
         static hxs_runtime_info ri = {
                 .pkgs = { { .language = HXS_LANG_PYTHON, .interpreter = true, .debian = "python3",

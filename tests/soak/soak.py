@@ -160,15 +160,28 @@ def template_cgroup_names(svc: Service) -> Set[str]:
     return names
 
 
+def kept_cgroup_names(svc: Service) -> Set[str]:
+    """The templates' cgroups, and those of pre-started sandboxes waiting for code
+    (SANDBOX_POOL; exactly that, see hxstest.host.waiting_pooled_sandbox)."""
+    names = template_cgroup_names(svc)
+    for c in instance_cgroups(svc.instance):
+        if _cli.waiting_pooled_name(os.path.basename(c)):
+            names.add(os.path.basename(c))
+    return names
+
+
 def sandbox_user_processes(svc: Service) -> List[str]:
     """Processes running as the sandbox's host uids inside this instance's cgroups, or in
-    no engine cgroup at all."""
+    no engine cgroup at all; not those of waiting pre-started sandboxes."""
     uids = {svc.uid_base, svc.uid_base + 1000}
+    kept = kept_cgroup_names(svc)
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or not (_uids(pid) & uids):
             continue
         cg = _read("/proc/%s/cgroup" % pid) or ""
+        if any("/hexr-sandbox/%s\n" % n in cg for n in kept):
+            continue
         if svc.instance + "-" in cg or "/hexr-sandbox/s" not in cg:
             cmd = (_read("/proc/%s/cmdline" % pid, "rb") or b"").replace(b"\0", b" ")[:120]
             found.append("%s: %s" % (pid, cmd.decode(errors="replace")))
@@ -532,7 +545,7 @@ def main() -> int:
 
         # the service is idle again: let executions' cgroups and descriptors settle
         settled = wait_until(lambda: not [c for c in instance_cgroups(svc.instance)
-                                          if os.path.basename(c) not in template_cgroup_names(svc)], 15)
+                                          if os.path.basename(c) not in kept_cgroup_names(svc)], 15)
         time.sleep(1.0)
         samples["end"] = (svc.rss_kb(), svc.fds())
         m1 = svc.metrics()
@@ -552,10 +565,11 @@ def main() -> int:
         if fd1 - fd0 > args.fd_tolerance:
             failures.append("service descriptors grew from %d to %d" % (fd0, fd1))
         leftover_cgroups = [c for c in instance_cgroups(svc.instance)
-                            if os.path.basename(c) not in template_cgroup_names(svc)]
+                            if os.path.basename(c) not in kept_cgroup_names(svc)]
         if leftover_cgroups:
             failures.append("execution cgroups left while idle: %s" % leftover_cgroups[:10])
-        procs = {n: p for n, p in processes_by_cgroup(svc.instance).items() if n not in template_cgroup_names(svc)}
+        kept = kept_cgroup_names(svc)
+        procs = {n: p for n, p in processes_by_cgroup(svc.instance).items() if n not in kept}
         if procs:
             failures.append("processes in execution cgroups while idle: %s" % procs)
         stray = sandbox_user_processes(svc)

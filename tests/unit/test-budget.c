@@ -24,9 +24,15 @@ static void test_slots_come_from_the_pid_space_not_the_cores(void **state)
         budget_settle(&cfg, &small_vm);
         assert_int_equal(cfg.max_concurrent, 32768 / 2 / 256);
         assert_int_equal(cfg.memory_budget_mb, 12000);
-        /* warm templates stay one per core: a sleeper does not need one */
-        assert_int_equal(cfg.warm_slots, 2);
-        assert_int_equal(ns_warm_slots(&cfg), 2);
+        /* a warm template for every execution that may run, up to a bound: a burst of
+         * sleepers starts warm too */
+        assert_int_equal(cfg.warm_slots, BUDGET_WARM_SLOTS_MAX);
+        assert_int_equal(ns_warm_slots(&cfg), BUDGET_WARM_SLOTS_MAX);
+        cfg = defaults();
+        cfg.pids_max = 4096; /* 4 slots: as many warm */
+        budget_settle(&cfg, &small_vm);
+        assert_int_equal(cfg.max_concurrent, 4);
+        assert_int_equal(cfg.warm_slots, 4);
 
         host_facts h = small_vm;
         h.threads_max = 4096; /* the smaller of the two counts */

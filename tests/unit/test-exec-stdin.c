@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/request.h"
+#include "seen-output.h"
 
 /* ---- the queue, around a fake backend ---------------------------------------------- */
 
@@ -90,20 +91,6 @@ static void test_not_interactive(void **state)
 
 /* ---- a real sandbox ------------------------------------------------------------------ */
 
-typedef struct seen {
-        char out[1 << 16];
-        size_t len;
-} seen;
-
-static void on_output(void *userdata, int stream, const void *data, size_t len)
-{
-        seen *s = userdata;
-        if (stream != 1 || len > sizeof(s->out) - 1 - s->len)
-                return;
-        memcpy(s->out + s->len, data, len);
-        s->len += len;
-        s->out[s->len] = '\0';
-}
 
 /* Drives x until `want` was printed (or it ended, or 10 s went by). */
 static bool pump_until(hxs_exec *x, seen *s, const char *want)

@@ -7,6 +7,13 @@ cgroup of an engine that is no longer running. A colleague's service running at 
 same time on this machine therefore cannot make these checks fail, and cannot hide our
 own leaks.
 
+A running service keeps pre-started single-use sandboxes for JavaScript and Bash
+(SANDBOX_POOL): they are not leftovers while they wait for code. Only exactly that is
+let through (waiting_pooled_sandbox): a cgroup of a live engine holding its PID 1 (the
+init) and one program, `/usr/bin/node /code/main.js` or `/usr/bin/bash /code/main.sh`,
+blocked opening its code FIFO (the kernel's wait_for_partner). Once the code is in, the
+interpreter has left that open; a program of an execution is never let through.
+
 The CLI runner and the canary (hxstest.canary) are re-exported here, so a test that
 runs the CLI and checks the host imports one module.
 """
@@ -92,6 +99,54 @@ def engine_alive(pid: int, start: int) -> bool:
     return proc_start_time(pid) == start
 
 
+POOL_PROGRAMS = (b"/usr/bin/node\0/code/main.js\0", b"/usr/bin/bash\0/code/main.sh\0")
+
+
+def _read_bytes(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _ppid(pid: str) -> Optional[str]:
+    text = (_read_bytes("/proc/%s/status" % pid) or b"").decode(errors="replace")
+    m = re.search(r"^PPid:\s*(\d+)", text, re.M)
+    return m.group(1) if m else None
+
+
+def waiting_pooled_sandbox(cgroup_dir: str) -> bool:
+    """A pre-started sandbox of a live engine that has never been given code (see the
+    module docstring): its init and its interpreter blocked opening the code FIFO."""
+    m = ENGINE_CG_RE.match(os.path.basename(cgroup_dir))
+    if not m or not engine_alive(int(m.group(1)), int(m.group(2))):
+        return False
+    procs = (_read_bytes(os.path.join(cgroup_dir, "cgroup.procs")) or b"").split()
+    if len(procs) != 2:
+        return False
+    procs = [p.decode() for p in procs]
+    for init, prog in (procs, procs[::-1]):
+        if (_read_bytes("/proc/%s/cmdline" % init) or b"").startswith(b"hxs-init\0") and \
+                _read_bytes("/proc/%s/cmdline" % prog) in POOL_PROGRAMS and _ppid(prog) == init and \
+                _read_bytes("/proc/%s/wchan" % prog) == b"wait_for_partner":
+            return True
+    return False
+
+
+def waiting_pooled_name(name: str) -> bool:
+    """The execution cgroup `name` (s<pid>.<start>-<seq>) is a waiting pre-started sandbox."""
+    return any(waiting_pooled_sandbox(os.path.join(parent, name)) for parent in engine_cgroup_parents())
+
+
+def _pooled_cgroup_of(pid: str) -> bool:
+    """pid is in a waiting pre-started sandbox (in any hierarchy's copy of its cgroup)."""
+    text = (_read_bytes("/proc/%s/cgroup" % pid) or b"").decode(errors="replace")
+    m = re.search(r"/%s/(s\d+\.\d+-\d+)" % CG_DIRNAME, text)
+    return bool(m) and any(waiting_pooled_sandbox(os.path.join(parent, m.group(1)))
+                           for parent in engine_cgroup_parents())
+
+
 def leftover_cgroups(pids: Set[int]) -> List[str]:
     """Execution cgroups created by the engines of the given CLI processes."""
     left = []
@@ -102,7 +157,8 @@ def leftover_cgroups(pids: Set[int]) -> List[str]:
             continue
         for name in names:
             m = ENGINE_CG_RE.match(name)
-            if m and int(m.group(1)) in pids and os.path.isdir(os.path.join(parent, name)):
+            if m and int(m.group(1)) in pids and os.path.isdir(os.path.join(parent, name)) and \
+                    not any(waiting_pooled_sandbox(os.path.join(p, name)) for p in engine_cgroup_parents()):
                 left.append(os.path.join(parent, name))
     return sorted(left)
 
@@ -139,6 +195,23 @@ def _engine_cgroup_of(pid: str) -> Optional[Tuple[int, int]]:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def _engine_parent_alive(pid: str, excluded: Set[int], uids: Set[int]) -> bool:
+    """pid's sandbox hangs from a running engine that is not one of `excluded`: the first
+    ancestor that is not a sandbox process is a hexr-sandbox process. That is how a
+    sandbox of an engine in another pid namespace (the service in a container) is told
+    apart: its cgroup names the engine by its pid in the container, which means nothing
+    here. A sandbox whose engine died has been reparented to an init, not an engine."""
+    for _ in range(8):
+        parent = _ppid(pid)
+        if parent is None or parent in ("0", "1"):
+            return False
+        if not (_status_uids(parent) & uids):
+            return int(parent) not in excluded and \
+                b"hexr-sandbox" in (_read_bytes("/proc/%s/cmdline" % parent) or b"")
+        pid = parent
+    return False
+
+
 def leaked_sandbox_processes(pids: Set[int]) -> List[str]:
     """Processes running as the sandbox's host uids that are ours or nobody's."""
     uids = sandbox_host_uids()
@@ -149,6 +222,10 @@ def leaked_sandbox_processes(pids: Set[int]) -> List[str]:
         owner = _engine_cgroup_of(pid)
         if owner is not None and owner[0] not in pids and engine_alive(*owner):
             continue  # a sandbox of another engine that is running right now
+        if owner is not None and _engine_parent_alive(pid, pids, uids):
+            continue  # the same, of an engine in another pid namespace (a container)
+        if owner is not None and _pooled_cgroup_of(pid):
+            continue  # a pre-started sandbox of a live engine, waiting for code
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Pre-started single-use JavaScript and Bash sandboxes (pool.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/macro.h"
+#include "engine/request.h"
+#include "ns/pool.h"
+
+#define POOL_MAX 16     /* SANDBOX_POOL's maximum (config.c) */
+
+struct ns_pool {
+        const ns_pool_ops *ops;
+        void *ctx;
+        uint32_t memory_mb;             /* DEFAULT_MEMORY_MB: what each is started with */
+        unsigned target[HXS_LANG_MAX];  /* per language, within SANDBOX_POOL_MEMORY_MB */
+        void *sb[HXS_LANG_MAX][POOL_MAX];
+        unsigned n[HXS_LANG_MAX];
+        unsigned long served;
+        unsigned failures;              /* starts in a row that failed or died unused */
+        uint64_t retry_ms;              /* after failures, no start before this (monotonic) */
+        uint64_t room_mb;               /* what the caller's memory budget leaves them now */
+        unsigned next_trim;             /* the language that gives one up next (ns_pool_room) */
+};
+
+#define RETRY_MAX_MS 30000
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A host that cannot start them (a root being repaired, cgroups refused) is asked
+ * again later and later, not at every round of the caller's loop. */
+static void failed(ns_pool *p)
+{
+        uint64_t wait = 100ull << (p->failures < 9 ? p->failures : 9);
+        p->failures++;
+        p->retry_ms = now_ms() + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
+}
+
+static bool pooled_language(hxs_language l)
+{
+        return l == HXS_LANG_JAVASCRIPT || l == HXS_LANG_BASH;
+}
+
+ns_pool *ns_pool_new(const hxs_config *cfg, const ns_pool_ops *ops, void *ctx)
+{
+        if (!cfg->warm || cfg->pool_size == 0 || cfg->default_memory_mb == 0)
+                return NULL;
+        /* sandboxes in all: SANDBOX_POOL_MEMORY_MB, and never more than a quarter of the
+         * service's MEMORY_BUDGET_MB, so that a small budget stays the executions' */
+        uint32_t mb = cfg->pool_memory_mb;
+        if (cfg->memory_budget_mb && mb > cfg->memory_budget_mb / 4)
+                mb = cfg->memory_budget_mb / 4;
+        unsigned room = mb / cfg->default_memory_mb;
+        unsigned each = cfg->pool_size < POOL_MAX ? cfg->pool_size : POOL_MAX;
+        ns_pool *p = calloc(1, sizeof(*p));
+        if (!p)
+                return NULL;
+        *p = (ns_pool){ .ops = ops, .ctx = ctx, .memory_mb = cfg->default_memory_mb, .room_mb = UINT64_MAX };
+        /* round robin, so that both languages get one before either gets two */
+        for (unsigned k = 0; k < each; k++)
+                for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
+                        if (pooled_language(l) && room > 0) {
+                                p->target[l]++;
+                                room--;
+                        }
+        if (p->target[HXS_LANG_JAVASCRIPT] + p->target[HXS_LANG_BASH] == 0) {
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
+void ns_pool_free(ns_pool *p)
+{
+        if (!p)
+                return;
+        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
+                for (unsigned i = 0; i < p->n[l]; i++)
+                        p->ops->destroy(p->ctx, p->sb[l][i]);
+        free(p);
+}
+
+/* What a program could find of the cold path's regular file /code/main.*: it reads the
+ * FIFO like the file once, to its end. A program that opens its own file again (Node's
+ * ES module detection re-reads the entry point after a CommonJS parse fails on
+ * import/export/await; a script that reads $0 or __filename) would find it empty or
+ * wait: such code runs cold. So does code that reads how long its interpreter or sandbox
+ * has run (Bash's $SECONDS, Node's process.uptime(), hrtime and performance clocks, the
+ * uptime file): a pre-started one has run since it was started, not since its code
+ * came. The check is on the text, so it errs towards cold. */
+static const char *const js_cold_words[] = { "import", "export", "await", "filename", "/code", "main.js",
+                                             "uptime", "hrtime", "performance", NULL };
+static const char *const bash_cold_words[] = { "$0", "${0", "BASH_SOURCE", "/code", "main.sh", "SECONDS",
+                                               "uptime", "etime", NULL };
+
+static bool mentions(const char *code, size_t len, const char *const *words)
+{
+        for (const char *const *w = words; *w; w++)
+                if (memmem(code, len, *w, strlen(*w)))
+                        return true;
+        return false;
+}
+
+/* Bash reads a script it cannot seek (the FIFO) one byte per read(2), where the cold
+ * path's file is read in blocks: measured, a 4 KiB script still ran sooner pooled than
+ * cold, a 16 KiB one took twice as long as from a file. Longer code runs cold. */
+#define BASH_POOL_CODE_MAX 4096
+
+bool ns_pool_eligible(const ns_pool *p, const hxs_request *req)
+{
+        if (!p || !pooled_language(req->language) || p->target[req->language] == 0)
+                return false;
+        /* everything but the code is the pre-started sandbox's already: the environment,
+         * /proc/meminfo's memory limit, stdin (/dev/null), no files, no packages */
+        if (req->interactive || req->argv || req->n_env || req->n_files || req->n_packages || req->stdin_data ||
+            req->memory_mb != p->memory_mb)
+                return false;
+        if (memchr(req->code, '\0', req->code_len))
+                return false;
+        if (req->language == HXS_LANG_BASH && req->code_len > BASH_POOL_CODE_MAX)
+                return false;
+        return !mentions(req->code, req->code_len,
+                         req->language == HXS_LANG_JAVASCRIPT ? js_cold_words : bash_cold_words);
+}
+
+void *ns_pool_take(ns_pool *p, hxs_language lang, void *arg)
+{
+        if (!p || !pooled_language(lang))
+                return NULL;
+        for (unsigned i = 0; i < p->n[lang];) {
+                void *sb = p->sb[lang][i];
+                int r = p->ops->claim(p->ctx, sb, arg);
+                if (r == 0) {
+                        i++;
+                        continue;
+                }
+                /* taken or dead: out of the pool either way (order does not matter) */
+                p->sb[lang][i] = p->sb[lang][--p->n[lang]];
+                if (r > 0) {
+                        p->served++;
+                        p->failures = 0; /* one was started and used: the host can */
+                        return sb;
+                }
+                p->ops->destroy(p->ctx, sb);
+        }
+        return NULL;
+}
+
+/* Those that ended unused (their set-up failed, or they were killed) are destroyed:
+ * nothing of them stays behind until a request would have claimed them. */
+static void drop_dead(ns_pool *p)
+{
+        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
+                for (unsigned i = 0; i < p->n[l];) {
+                        if (p->ops->alive(p->ctx, p->sb[l][i])) {
+                                i++;
+                                continue;
+                        }
+                        p->ops->destroy(p->ctx, p->sb[l][i]);
+                        p->sb[l][i] = p->sb[l][--p->n[l]];
+                        failed(p);
+                }
+}
+
+static uint64_t held_mb(const ns_pool *p)
+{
+        uint64_t n = 0;
+        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
+                n += p->n[l];
+        return n * p->memory_mb;
+}
+
+/* One more fits in what the caller's budget leaves (ns_pool_room). */
+static bool fits(const ns_pool *p)
+{
+        return held_mb(p) + p->memory_mb <= p->room_mb;
+}
+
+void ns_pool_room(ns_pool *p, uint64_t mb)
+{
+        if (!p)
+                return;
+        p->room_mb = mb;
+        /* the languages take turns, so that a shrinking budget leaves both one as long
+         * as it can */
+        while (held_mb(p) > p->room_mb) {
+                hxs_language l = (hxs_language)(p->next_trim++ % HXS_LANG_MAX);
+                if (p->n[l] == 0)
+                        continue;
+                p->ops->destroy(p->ctx, p->sb[l][--p->n[l]]);
+        }
+}
+
+bool ns_pool_fill(ns_pool *p, unsigned max, bool empty_only)
+{
+        if (!p)
+                return false;
+        drop_dead(p);
+        if (p->failures && now_ms() < p->retry_ms)
+                return false;
+        bool later = false;
+        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
+                while (p->n[l] < p->target[l] && fits(p)) {
+                        if (empty_only && p->n[l] > 0) {
+                                later = true;
+                                break;
+                        }
+                        if (max == 0)
+                                return true;
+                        hxs_error err = { 0 };
+                        void *sb = NULL;
+                        if (p->ops->start(p->ctx, l, p->memory_mb, &sb, &err) < 0) {
+                                failed(p);
+                                return false;
+                        }
+                        p->sb[l][p->n[l]++] = sb;
+                        max--;
+                }
+        return later;
+}
+
+void ns_pool_stats(const ns_pool *p, hxs_engine_stats *st)
+{
+        if (!p)
+                return;
+        uint64_t cap = 0;
+        for (hxs_language l = 0; l < HXS_LANG_MAX; l++) {
+                st->pool_ready += p->n[l];
+                st->pool_target += p->target[l];
+                st->pool_lang_ready[l] = p->n[l];
+                st->pool_lang_target[l] = p->target[l];
+                st->pool_lang_memory_mb[l] = (uint64_t)p->n[l] * p->memory_mb;
+                cap += (uint64_t)p->target[l] * p->memory_mb;
+        }
+        st->pool_memory_mb = (uint64_t)st->pool_ready * p->memory_mb;
+        st->pool_memory_limit_mb = cap < p->room_mb ? cap : p->room_mb;
+        st->pool_served = p->served;
+}

@@ -26,7 +26,7 @@ image: build
 	./deploy/container/build.py --build $(BUILD)
 
 check: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 sanitize: setup
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DHXS_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
@@ -39,7 +39,7 @@ sanitize: setup
 SAN_SKIP = ^(pytest/guest|pytest/sdk_unit|pytest/session|layering/.*|docs/links)$$
 check-sanitize: sanitize
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -E '$(SAN_SKIP)'
+		ctest --output-on-failure -j $(JOBS) -E '$(SAN_SKIP)'
 
 test: check check-sanitize
 

@@ -261,9 +261,14 @@ def test_doctor_and_version():
 # ---- a killed CLI leaves nothing behind ----------------------------------------------------
 
 def _engine_cgroups():
+    """The engines' cgroups in every hexr-sandbox directory of the hierarchies. Other
+    engines (another suite, a colleague's service) create and remove theirs while this
+    walks, so a directory gone meanwhile is passed over (os.walk ignores it), where
+    Path.glob would raise."""
     found = []
-    for base in pathlib.Path("/sys/fs/cgroup").glob("**/hexr-sandbox"):
-        found += [d.name for d in base.iterdir() if d.is_dir() and d.name.startswith("s")]
+    for top, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if os.path.basename(top) == "hexr-sandbox":
+            found += [d for d in dirs if d.startswith("s")]
     return found
 
 

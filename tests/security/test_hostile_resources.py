@@ -348,9 +348,11 @@ RECURSION = {
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_deep_recursion_ends_as_an_ordinary_result(svc, lang: str) -> None:
-    # bash grows its frames until the memory limit, about 10 s of CPU for 64 MB on a quiet
-    # 2-core machine: a smaller limit leaves a busy one room before the time limit
-    res = svc.run(RECURSION[lang], lang, timeout=30, memory_mb=32 if lang == "bash" else 64)
+    # bash grows its frames until the memory limit, in CPU time that grows faster than the
+    # limit (about 1 s for 16 MB, 4 s for 32 MB, 10 s for 64 MB on a quiet 2-core machine):
+    # the smallest limit leaves a busy machine, with suites side by side, room before the
+    # time limit
+    res = svc.run(RECURSION[lang], lang, timeout=30, memory_mb=16 if lang == "bash" else 64)
     assert not res.timed_out and res.exit_code != 0, res.describe()
     if lang == "javascript":
         assert "RangeError" in res.out, res.describe()

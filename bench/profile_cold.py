@@ -96,12 +96,12 @@ def timeline(binary: str) -> list[tuple[str, float]] | None:
     if not all(k in marks for k in order):
         return None
     names = {
-        ("start", "clone3"): "start-up: exec, dynamic linking, config, cgroup layout and sweep, seccomp "
-                             "build, cgroup creation",
+        ("start", "clone3"): "start-up: exec, dynamic linking, engine set-up (config, cgroup layout and "
+                             "sweep; an older build compiles the seccomp filter here), cgroup creation",
         ("clone3", "pivot_root"): "sandbox construction 1: clone3 (6 namespaces), id maps, cgroup attach, "
                                   "mounts of the new root",
-        ("pivot_root", "program execve"): "sandbox construction 2: pivot_root, fork of the program, "
-                                          "capabilities, rlimits, seccomp, execve",
+        ("pivot_root", "program execve"): "sandbox construction 2: pivot_root, bounding set, no_new_privs, "
+                                          "seccomp, the program's spawn, its capabilities, rlimits, execve",
         ("program execve", "program exit"): "the program (bash -c true, under this sandbox)",
         ("program exit", "waitid"): "teardown: PID 1 exits, namespaces torn down, we are told",
         ("waitid", "end"): "clean-up: cgroups removed, result printed, exit",
@@ -173,6 +173,25 @@ def main() -> int:
         run.leave_cpu_cgroup(groups)
 
 
+UNSHARE = ["unshare", "--user", "--map-root-user", "--pid", "--mount", "--net", "--ipc", "--uts", "--cgroup",
+           "--fork"]
+
+
+def floor_argv() -> list[str]:
+    """What no sandbox of ours can do without: the six namespaces, a cgroup in each
+    hierarchy the engine limits (v1: memory, pids, cpu; v2: one) made, joined, left and
+    removed, and the program. sh adds its own start (about the `bash -c true` row)."""
+    base = "/sys/fs/cgroup"
+    hier = [h for h in ("memory", "pids", "cpu") if os.path.isdir(f"{base}/{h}")] or [""]
+    dirs = [f"{base}/{h}/hxs-floor-$$".replace("//", "/") for h in hier]
+    prog = " ".join(UNSHARE + ["env", "-i"] + [f"{k}={v}" for k, v in CLEAN_ENV.items()] +
+                    ["/usr/bin/python3", "-c", '"print(\'hello\')"'])
+    script = (f"mkdir {' '.join(dirs)} && " + " && ".join(f"echo $$ > {d}/cgroup.procs" for d in dirs) +
+              f" && {prog}; " + "; ".join(f"echo $$ > {os.path.dirname(d)}/cgroup.procs" for d in dirs) +
+              f"; rmdir {' '.join(dirs)}")
+    return ["/bin/sh", "-c", script]
+
+
 def profile(args, b: str) -> int:
     ladder = [
         ("`bash -c true` (the floor)", ["/usr/bin/bash", "-c", "true"]),
@@ -188,6 +207,10 @@ def profile(args, b: str) -> int:
         ("`hexr-sandbox exec -l bash -c true`", [b, "exec", "-l", "bash", "-c", "true"]),
         ("`python3 -c \"print('hello')\"` (bare, clean environment)",
          ["env", "-i"] + [f"{k}={v}" for k, v in CLEAN_ENV.items()] + ["/usr/bin/python3", "-c", HELLO]),
+        ("`unshare ... python3 -c \"print('hello')\"` (the same six namespaces around it)",
+         UNSHARE + ["env", "-i"] + [f"{k}={v}" for k, v in CLEAN_ENV.items()] + ["/usr/bin/python3", "-c", HELLO]),
+        ("the floor: a cgroup per hierarchy we use made, joined and removed around the line above (sh)",
+         floor_argv()),
         ("`hexr-sandbox exec -l python -c \"print('hello')\"`", [b, "exec", "-l", "python", "-c", HELLO]),
     ]
     L = ["# Cold path profile: `hexr-sandbox exec`, Bash and Python\n",

@@ -1,6 +1,6 @@
 """Every SDK example of the three seed pages, run through the SDK against the real service.
 
-The code strings are copied verbatim from /work/shared/seeds/*.txt. Each
+The code strings are copied verbatim from the three seed pages of the specification. Each
 result is compared with running the same code directly on the host
 (/usr/bin/python3, /usr/bin/node, /bin/bash): the sandbox uses the host's
 runtimes, so stdout must be byte-identical. Exceptions, each explained at its

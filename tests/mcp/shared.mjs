@@ -182,7 +182,15 @@ export function transportTests(name, connect) {
         { onprogress: (p) => seen.push(p) },
       );
       assert.notEqual(r.isError, true);
-      assert.equal(seen.map((p) => p.message).join(""), "one\ntwo\n");
+      assert.equal(r.structuredContent.stdout, "one\ntwo\n");
+      // The SDK runs a notification's handler in a microtask but a response's at once,
+      // and drops its progress handler with the response: a last progress message that
+      // reaches it in the same read as the response is lost on the client's side. So
+      // what the client sees is the output's beginning, and at least what came half a
+      // second before the end; that the server sends every chunk before the response is
+      // checked on the wire (stdio.test.mjs).
+      const streamed = seen.map((p) => p.message).join("");
+      assert.ok(streamed.startsWith("one\n") && "one\ntwo\n".startsWith(streamed), JSON.stringify(streamed));
       for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress);
     } finally {
       await close();

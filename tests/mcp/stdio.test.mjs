@@ -54,6 +54,32 @@ test("stdio: only JSON-RPC on stdout, logs on stderr; the end of stdin ends what
   assert.match(err, /^hexr-sandbox mcp: run_code 2: exit status 0/m);
 });
 
+test("stdio: on the wire, every chunk of output comes as progress, in order, before the response", async () => {
+  const proc = spawn(BIN, ["mcp"], { env: env(), stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  proc.stdout.on("data", (d) => (out += d));
+  proc.stderr.resume();
+  const exited = new Promise((r) => proc.on("exit", (code) => r(code)));
+  const send = (m) => proc.stdin.write(JSON.stringify(m) + "\n");
+  try {
+    send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+    send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    send({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "run_code", arguments: { language: "bash", code: "echo one; sleep 0.2; echo two; sleep 0.2; printf three" }, _meta: { progressToken: "p" } } });
+    await waitFor(() => out.split("\n").some((l) => l.startsWith('{"jsonrpc":"2.0","id":2,')), 30, "the response");
+  } finally {
+    proc.stdin.end();
+  }
+  assert.equal(await exited, 0);
+  const lines = out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  const end = lines.findIndex((m) => m.id === 2);
+  const progress = lines.slice(0, end).filter((m) => m.method === "notifications/progress");
+  assert.equal(lines[end].result.structuredContent.stdout, "one\ntwo\nthree");
+  assert.equal(progress.map((m) => m.params.message).join(""), "one\ntwo\nthree");
+  assert.ok(progress.every((m) => m.params.progressToken === "p"));
+  assert.deepEqual(progress.map((m) => m.params.progress), progress.map((_, i, a) => a.slice(0, i + 1).reduce((n, m) => n + m.params.message.length, 0)));
+  assert.ok(!lines.slice(end + 1).some((m) => m.method === "notifications/progress"), "no progress after the response");
+});
+
 test("stdio: a session is this process's own: another client's id is unknown, and it ends with the process", async () => {
   const one = await connect();
   const two = await connect();

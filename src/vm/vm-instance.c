@@ -41,6 +41,17 @@ static int write_all(int fd, const uint8_t *p, size_t n, int timeout_ms)
         return 0;
 }
 
+/* A hypervisor that has closed its channel is given this long to exit. */
+#define EXIT_WAIT_MS 2000
+
+/* The VM is gone before READY: what the hypervisor said on its way out. */
+static int stopped_early(vm_instance *v, int r, hxs_error *err)
+{
+        char said[300] = "";
+        vm_stderr_text(v, said, sizeof(said));
+        return err_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s", said);
+}
+
 int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
 {
         memset(v, 0, sizeof(*v));
@@ -64,6 +75,17 @@ int vm_spawn(const vm_host *h, uint32_t ram_mb, vm_instance *v, hxs_error *err)
         hxp_header(hello, HXP_HELLO, 4);
         hxp_store_u32(hello + HXP_HEADER_SIZE, v->nonce);
         r = write_all(v->chan, hello, sizeof(hello), 5000);
+        if (r == -EPIPE || r == -ECONNRESET) {
+                /* the hypervisor has gone already (a kernel that crashed at boot): the
+                 * reason is what it said on its way out, all of it in its stderr once it
+                 * has exited, not the channel it closed */
+                struct pollfd p = { .fd = v->pidfd, .events = POLLIN };
+                if (v->pidfd >= 0)
+                        (void)poll(&p, 1, EXIT_WAIT_MS);
+                r = stopped_early(v, r, err);
+                vm_destroy(v);
+                return r;
+        }
         if (r < 0) {
                 vm_destroy(v);
                 return err_fail(err, HXS_ERR_SETUP, r, "starting the microVM: sending HELLO: %s",
@@ -134,14 +156,6 @@ int vm_read_frame(vm_instance *v, hxp_frame *ret)
                 v->rlen += (size_t)got;
                 have_read = true;
         }
-}
-
-/* The VM is gone before READY: what the hypervisor said on its way out. */
-static int stopped_early(vm_instance *v, int r, hxs_error *err)
-{
-        char said[300] = "";
-        vm_stderr_text(v, said, sizeof(said));
-        return err_fail(err, HXS_ERR_SETUP, r, "the microVM stopped before its agent was ready: %s", said);
 }
 
 int vm_wait_ready(vm_instance *v, int timeout_ms, hxs_error *err)

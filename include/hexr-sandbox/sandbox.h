@@ -124,6 +124,7 @@ typedef struct hxs_config {
         uint32_t queue_timeout_s;       /* QUEUE_TIMEOUT */
         uint32_t max_body_bytes;        /* MAX_BODY_BYTES */
         uint32_t drain_timeout_s;       /* DRAIN_TIMEOUT */
+        uint32_t drain_quiet_s;         /* DRAIN_QUIET: once drained, no request for this long */
         uint32_t stream_heartbeat_s;    /* STREAM_HEARTBEAT: keep-alive of idle event streams */
         uint32_t max_connections;       /* MAX_CONNECTIONS */
         char packages_wheelhouse[256];  /* PACKAGES_WHEELHOUSE */

@@ -505,6 +505,23 @@ void admission_drain(server *srv, const char *signame)
         }
 }
 
+/* Nothing runs, waits or still has its reply to send. */
+static bool drained(const server *srv)
+{
+        return srv->adm->n_running == 0 && srv->adm->n_queued == 0 && srv->n_held == 0;
+}
+
+/* A drained instance still answers (503) until no request came for DRAIN_QUIET: a load
+ * balancer that has not yet seen /health say so may hand it a request at any moment,
+ * and one handed over as the socket closes is reset after it was sent, which nothing
+ * may safely retry. A 503 is retried elsewhere. Within DRAIN_TIMEOUT, and a second
+ * signal ends it (the deadline is then now). */
+static uint64_t quiet_end_ms(const server *srv)
+{
+        uint64_t end = srv->last_request_ms + (uint64_t)srv->cfg.drain_quiet_s * 1000;
+        return end < srv->adm->drain_deadline_ms ? end : srv->adm->drain_deadline_ms;
+}
+
 static uint64_t next_deadline(void *data)
 {
         server *srv = data;
@@ -516,6 +533,8 @@ static uint64_t next_deadline(void *data)
         if (srv->adm->draining) {
                 if (!srv->adm->killed_on_drain && srv->adm->drain_deadline_ms < d)
                         d = srv->adm->drain_deadline_ms;
+                if (drained(srv) && quiet_end_ms(srv) < d)
+                        d = quiet_end_ms(srv);
                 if (srv->adm->exit_deadline_ms < d)
                         d = srv->adm->exit_deadline_ms;
         }
@@ -577,12 +596,6 @@ void admission_memory_release(server *srv, uint32_t mb)
         pump(srv);
 }
 
-/* Nothing runs, waits or still has its reply to send. */
-static bool drained(const server *srv)
-{
-        return srv->adm->n_running == 0 && srv->adm->n_queued == 0 && srv->n_held == 0;
-}
-
 bool admission_done(server *srv)
 {
         admission *a = srv->adm;
@@ -590,7 +603,7 @@ bool admission_done(server *srv)
         if (!a->draining)
                 return false;
         if (drained(srv))
-                return true;
+                return now_ms() >= quiet_end_ms(srv);
         if (now_ms() < a->exit_deadline_ms)
                 return false;
         log_line("drain", "giving up on %u executions and %u replies still in flight", a->n_running,

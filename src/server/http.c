@@ -120,7 +120,9 @@ static enum MHD_Result send_reply(call *c)
                                 is_metrics ? "text/plain; version=0.0.4; charset=utf-8" :
                                 c->content_type && c->status < 300 ? c->content_type : "application/json");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        if (c->close)
+        /* A draining instance keeps no connection: a proxy must not hold one in its
+         * pool for the moment the socket closes. */
+        if (c->close || admission_draining(srv))
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         MHD_add_response_header(resp, "X-Request-Id", c->id);
         if (c->allow)
@@ -446,6 +448,11 @@ static enum MHD_Result on_headers(call *c, const char *method, const char *url)
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t length = cl ? strtoull(cl, NULL, 10) : 0;
         bool chunked = false;
+
+        /* Probes and scrapes keep coming after a load balancer took the instance out;
+         * anything else says one still sends here (admission_done). */
+        if (c->route != ROUTE_HEALTH && c->route != ROUTE_METRICS)
+                srv->last_request_ms = now_ms();
 
         if (check_framing(c, &chunked) < 0) {
                 /* nothing more is read from this connection: what follows is not ours */

@@ -84,6 +84,8 @@ typedef struct server {
         struct call_list mcp_calls;     /* POST /mcp tool calls in flight (mcp-route.c) */
         uint32_t n_held;                /* requests suspended or resumed, not yet completed */
         uint64_t upload_staged;         /* bytes of uploads staged under STATE_DIR (upload.c) */
+        uint64_t last_request_ms;       /* the last request but /health and /metrics: a
+                                         * drain ends DRAIN_QUIET after it */
 
         bool closing_on_purpose;        /* the handler returned MHD_NO to close: MHD's
                                          * "internal error" log line is expected */

@@ -4,7 +4,8 @@ bench/cluster.py's scenario (the same code), with the outcomes checked.
 - steady and rejoined: no request fails;
 - SIGTERM to one instance: it drains and exits 0, HAProxy stops sending to it, no
   request fails (a request that reaches it while it drains gets 503, retried
-  elsewhere by HAProxy and the SDK);
+  elsewhere by HAProxy and the SDK; its drain ends only once requests stopped for
+  DRAIN_QUIET, so HAProxy never hands it one as its socket closes);
 - SIGKILL to one: only requests on it fail (running there, or handed to it between
   the kill and its health check failing; as 502: cut after they were sent, which
   nothing retries), its sandboxes and templates die with it, nothing is

@@ -319,8 +319,47 @@ def test_drain_timeout_kills_running_and_rejects_queued(start_service):
     assert not pgrep(marker)
 
 
+def test_drained_instance_answers_until_no_request_comes(start_service):
+    # Nothing runs, yet requests keep coming (a load balancer has not taken the instance
+    # out yet): each gets 503 with Connection: close, never a closed socket, and the
+    # service exits once they stop. DRAIN_QUIET is far longer than the gaps between them.
+    svc = start_service(env={"DRAIN_QUIET": "20s", "MAX_CONCURRENT": "1"})
+    assert post_exec(svc.url, {"code": "echo before", "language": "bash"})[0] == 200
+    svc.signal(signal.SIGTERM)
+    wait_for(lambda: http_request(svc.url, "GET", "/health")[0] == 503, 10, "/health to say draining")
+    for _ in range(10):
+        status, hdrs, res = post_exec(svc.url, {"code": "echo late", "language": "bash"}, timeout=30)
+        assert status == 503 and res["error"]["code"] == "draining", (status, res)
+        assert hdrs.get("connection", "").lower() == "close", hdrs
+        assert svc.proc.poll() is None
+        time.sleep(0.1)
+    # health checks and scrapes do not hold it; a second signal ends the wait at once
+    assert http_request(svc.url, "GET", "/metrics")[0] == 200
+    svc.signal(signal.SIGTERM)
+    assert svc.wait(timeout=15) == 0
+
+
+def test_drain_quiet_ends_by_itself(start_service):
+    # the last request was refused; DRAIN_QUIET later the service exits on its own
+    svc = start_service(env={"DRAIN_QUIET": "15s"})
+    assert post_exec(svc.url, {"code": "echo before", "language": "bash"})[0] == 200
+    svc.signal(signal.SIGTERM)
+    wait_for(lambda: http_request(svc.url, "GET", "/health")[0] == 503, 10, "/health to say draining")
+    assert post_exec(svc.url, {"code": "echo late", "language": "bash"})[0] == 503
+    assert svc.wait(timeout=60) == 0
+
+
+def test_drain_quiet_stays_within_drain_timeout(start_service):
+    # a request just before the signal: without the bound it would wait 60 s
+    svc = start_service(env={"DRAIN_QUIET": "60s", "DRAIN_TIMEOUT": "1s"})
+    assert post_exec(svc.url, {"code": "echo before", "language": "bash"})[0] == 200
+    svc.signal(signal.SIGTERM)
+    assert svc.wait(timeout=30) == 0
+
+
 def test_sigterm_when_idle_exits_at_once(start_service):
-    svc = start_service()
+    # no request but /health: no client to wait for (DRAIN_QUIET counts from the last)
+    svc = start_service(env={"DRAIN_QUIET": "60s"})
     assert http_request(svc.url, "GET", "/health")[0] == 200
     svc.signal(signal.SIGINT)
     assert svc.wait(timeout=30) == 0

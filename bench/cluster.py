@@ -96,8 +96,10 @@ class Instance:
         os.makedirs(self.dir, mode=0o755)
         os.chmod(self.dir, 0o755)
         self.state = os.path.join(self.dir, "state")
+        # DRAIN_QUIET at its default whatever the caller's environment says: the SIGTERM
+        # phase is what it is for
         self.env = dict(os.environ, STATE_DIR=self.state, MAX_CONCURRENT=str(SLOTS), SANDBOX_BACKEND="namespaces",
-                        **env)
+                        DRAIN_QUIET="1s", **env)
         self.env.pop("LISTEN_ADDRESS", None)
         self.proc: Optional[subprocess.Popen] = None
         self.starts = 0

@@ -110,7 +110,7 @@ static const setting settings[] = {
           SET_DURATION, U32(handshake_timeout_s), 1, 60 },
         { { "DRAIN_TIMEOUT", "30s", "on SIGTERM, how long running executions may finish" },
           SET_DURATION, U32(drain_timeout_s), 0, 3600 },
-        { { "DRAIN_QUIET", "1s", "on SIGTERM, once nothing runs: new requests keep getting 503 until none came for this long (health checks and /metrics aside), so a load balancer has taken the instance out before its socket closes; within DRAIN_TIMEOUT" },
+        { { "DRAIN_QUIET", "1s", "on SIGTERM, once nothing runs: new requests keep getting 503 until none came for this long (health checks and /metrics aside), so a load balancer has taken the instance out before its socket closes; within DRAIN_TIMEOUT; not after SIGINT" },
           SET_DURATION, U32(drain_quiet_s), 0, 60 },
         { { "STREAM_HEARTBEAT", "15s", "silence after which an event stream (Accept: text/event-stream) gets a keep-alive comment, so proxies keep it open" },
           SET_DURATION, U32(stream_heartbeat_s), 1, 300 },

@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ struct admission {
         /* stopping */
         bool draining;
         bool killed_on_drain;
+        bool no_quiet;                  /* SIGINT: no DRAIN_QUIET */
         uint64_t drain_deadline_ms;     /* then running executions are killed */
         uint64_t exit_deadline_ms;      /* then we stop whatever is left */
 };
@@ -490,10 +492,13 @@ static void drain(server *srv)
         }
 }
 
-void admission_drain(server *srv, const char *signame)
+void admission_drain(server *srv, int signo)
 {
         admission *a = srv->adm;
+        const char *signame = strsignal(signo);
 
+        if (signo == SIGINT)
+                a->no_quiet = true;
         if (!a->draining) {
                 log_line("drain", "%s: finishing %u running executions (at most %us), refusing new ones",
                          signame, a->n_running, srv->cfg.drain_timeout_s);
@@ -514,10 +519,12 @@ static bool drained(const server *srv)
 /* A drained instance still answers (503) until no request came for DRAIN_QUIET: a load
  * balancer that has not yet seen /health say so may hand it a request at any moment,
  * and one handed over as the socket closes is reset after it was sent, which nothing
- * may safely retry. A 503 is retried elsewhere. Within DRAIN_TIMEOUT, and a second
- * signal ends it (the deadline is then now). */
+ * may safely retry. A 503 is retried elsewhere. Within DRAIN_TIMEOUT; a second signal
+ * ends it (the deadline is then now), and SIGINT skips it. */
 static uint64_t quiet_end_ms(const server *srv)
 {
+        if (srv->adm->no_quiet)
+                return 0;
         uint64_t end = srv->last_request_ms + (uint64_t)srv->cfg.drain_quiet_s * 1000;
         return end < srv->adm->drain_deadline_ms ? end : srv->adm->drain_deadline_ms;
 }

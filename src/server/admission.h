@@ -32,8 +32,11 @@ void admission_hangup(watch *w, uint32_t events);
  * logged where a hang-up says client_disconnected; the connection closes without a
  * reply. */
 void admission_cancel(call *c, const char *why);
-/* SIGTERM/SIGINT (named for the log): the first drains, the second kills what runs. */
-void admission_drain(struct server *srv, const char *signame);
+/* SIGTERM/SIGINT: the first drains, the second kills what runs. After SIGTERM (a
+ * service manager, an orchestrator: a load balancer may still send for a moment) a
+ * drained service waits for DRAIN_QUIET; after SIGINT (someone at a terminal) it does
+ * not. */
+void admission_drain(struct server *srv, int signo);
 bool admission_draining(const struct server *srv);
 /* Seconds a client turned away for a busy service should wait (its Retry-After). */
 unsigned admission_retry_after(const struct server *srv);

@@ -64,7 +64,7 @@ static void on_signals(watch *w, uint32_t events)
                 switch (si.ssi_signo) {
                 case SIGTERM:
                 case SIGINT:
-                        admission_drain(srv, strsignal((int)si.ssi_signo));
+                        admission_drain(srv, (int)si.ssi_signo);
                         sessions_drain(srv); /* they do not survive the service */
                         break;
                 case SIGHUP:

@@ -361,6 +361,14 @@ def test_sigterm_when_idle_exits_at_once(start_service):
     # no request but /health: no client to wait for (DRAIN_QUIET counts from the last)
     svc = start_service(env={"DRAIN_QUIET": "60s"})
     assert http_request(svc.url, "GET", "/health")[0] == 200
+    svc.signal(signal.SIGTERM)
+    assert svc.wait(timeout=30) == 0
+
+
+def test_sigint_does_not_wait_for_quiet(start_service):
+    # Ctrl-C at a terminal: no load balancer to wait for, whatever came just before
+    svc = start_service(env={"DRAIN_QUIET": "60s"})
+    assert post_exec(svc.url, {"code": "echo before", "language": "bash"})[0] == 200
     svc.signal(signal.SIGINT)
     assert svc.wait(timeout=30) == 0
 

@@ -36,6 +36,7 @@ export async function startService(env = {}) {
       PATH: process.env.PATH || "/usr/bin:/bin",
       SANDBOX_BACKEND: process.env.SANDBOX_BACKEND || "namespaces",
       LISTEN_ADDRESS: `127.0.0.1:${port}`,
+      DRAIN_QUIET: "0", // no load balancer: exit once drained
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

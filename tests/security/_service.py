@@ -358,6 +358,7 @@ class HostileService:
         full.update({"STATE_DIR": self.state_dir, "SANDBOX_WARM": "on" if self.warm else "off",
                      self.secret_name: self.secret_value, "AWS_SECRET_ACCESS_KEY": self.secret_value,
                      "HEXR_API_TOKEN": self.secret_value})
+        full.setdefault("DRAIN_QUIET", "0")  # no load balancer: exit once drained
         full.update(env or {})
         self.env = full
         self.started_at = time.time()

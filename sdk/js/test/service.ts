@@ -200,6 +200,7 @@ export async function startService(options: StartOptions = {}): Promise<Service>
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
     delete env["LISTEN_ADDRESS"];
     env["STATE_DIR"] = state;
+    if (env["DRAIN_QUIET"] === undefined) env["DRAIN_QUIET"] = "0"; // no load balancer: exit once drained
     Object.assign(env, options.env ?? {});
     const logPath = join(workdir, "serve.log");
     const fd = openSync(logPath, "w");

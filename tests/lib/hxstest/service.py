@@ -166,6 +166,9 @@ def launch(env: Optional[Dict[str, str]], listen: Optional[str]) -> Service:
         full_env = dict(os.environ)
         full_env.pop("LISTEN_ADDRESS", None)
         full_env["STATE_DIR"] = state
+        # No load balancer waits on a test's service: once drained it may exit at once
+        # (the drain tests and the cluster scenario set DRAIN_QUIET themselves).
+        full_env.setdefault("DRAIN_QUIET", "0")
         full_env.update(env or {})
         log_path = os.path.join(workdir, "serve.log")
         try:

@@ -160,7 +160,10 @@ def test_a_streamed_cell(client: Client) -> None:
     assert shown == [{"text/plain": "7"}]
 
 
-LOOP = ("print('in', flush=True)\ntry:\n    while True:\n        pass\n"
+# 'in' is printed inside the try: once the client has it, the interrupt can only land
+# where the handler catches it (printed before the try, a loaded machine could deliver
+# it between the print and the try)
+LOOP = ("try:\n    print('in', flush=True)\n    while True:\n        pass\n"
         "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise")
 
 

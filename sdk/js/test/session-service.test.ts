@@ -84,7 +84,8 @@ describe("cells", () => {
   test("a cell whose caller stopped waiting (signal) is interrupted; the state stays, the next cell runs", async () => {
     await using s = await Session.create({ client });
     await s.exec("x = 6");
-    const loop = "print('started', flush=True)\ntry:\n    while True:\n        pass\n" +
+    // printed inside the try: once we have it, the interrupt lands where it is caught
+    const loop = "try:\n    print('started', flush=True)\n    while True:\n        pass\n" +
       "except KeyboardInterrupt:\n    cut = 'interrupted'\n    raise";
     const controller = new AbortController();
     const cell = s.exec(loop, { timeout: 30, signal: controller.signal, onStdout: () => controller.abort() });

@@ -294,6 +294,26 @@ def test_interrupt_between_cells_is_harmless(py):
     assert py.cell("1")["value"]["text/plain"] == "1"
 
 
+@pytest.mark.parametrize("language, first, loop, after", [
+    ("python", "import time\ntime.sleep(0.5)\nx = 5", "while True:\n    pass", "x"),
+    ("bash", "sleep 0.5; x=5", "while :; do :; done", "echo $x"),
+    ("javascript", "var x = 5; await new Promise(r => setTimeout(r, 500))", "for (;;) {}", "x"),
+])
+def test_a_cell_interrupted_before_it_began_never_runs(start, language, first, loop, after):
+    # the engine may interrupt a cell it has sent before the driver takes it up (its
+    # caller left at once): the interrupt must not be lost, or the loop runs on
+    d = start(language)
+    d.send(op="exec", id="a", code=first, timeout_ms=30000)
+    d.send(op="exec", id="b", code=loop, timeout_ms=30000)
+    d.send(op="interrupt", id="b")
+    assert d.done("a", 30)["status"] == "ok"
+    r = d.done("b", 30)
+    assert r["status"] == "interrupted" and r["exception"]["type"] == "KeyboardInterrupt", r
+    assert [e["ev"] for e in d.of("b")] == ["done"]
+    r = d.cell(after)
+    assert r["status"] == "ok" and ("5" in r["stdout"] or r["value"]["text/plain"] == "5"), r
+
+
 def test_raw_fd_writes_and_children_are_framed(py):
     r = py.cell("import os, subprocess\nos.write(1, b'raw1\\n')\nos.write(2, b'raw2\\n')\n"
                 "subprocess.run(['sh', '-c', 'echo child; echo childerr >&2'])\nNone")

@@ -194,7 +194,19 @@ class State:
         self.cell_id = None                 # the cell output is framed for
         self.running = None                 # id of the cell in user code now, or None
         self.interrupted = False
+        self.early = None                   # id of a cell interrupted before it began
         self.lock = threading.Lock()
+
+    def begin(self, cid):
+        """The cell's code may run now: False when its interrupt came first (sent as
+        the engine gave it, read before this thread took it up), so it never runs."""
+        with self.lock:
+            if self.early == cid:
+                self.early = None
+                self.interrupted = True
+                return False
+            self.running = cid
+            return True
 
 
 # ---------------------------------------------------------------- file operations
@@ -637,7 +649,8 @@ class PythonKernel:
         try:
             try:
                 body, expr = self.compile_cell(code, name)
-                self.state.running = cid
+                if not self.state.begin(cid):
+                    raise KeyboardInterrupt
                 self.run_code(body)
                 v = self.run_code(expr) if expr is not None else None
                 if v is not None:
@@ -895,7 +908,11 @@ class ChildKernel:
             path = None
             msg = json.dumps({"op": "exec", "code": code}) + "\n"
         self.before = child_pids(self.proc.pid)
-        self.state.running = cid
+        if not self.state.begin(cid):
+            if path:
+                os.unlink(path)
+            return {"status": "interrupted", "value": None, "exception": {
+                "type": "KeyboardInterrupt", "message": "interrupted", "traceback": ""}}
         try:
             try:
                 os.write(self.ctl, msg.encode("utf-8", "surrogateescape"))
@@ -1008,9 +1025,12 @@ def handle_command(line, proto, state, files, cells, kernel):
         cells.put(cmd)
     elif op == "interrupt":
         with state.lock:
-            if state.running is not None and cmd.get("id") in (None, state.running):
+            cid = cmd.get("id")
+            if state.running is not None and cid in (None, state.running):
                 state.interrupted = True
                 kernel[0].interrupt()
+            elif isinstance(cid, str):
+                state.early = cid           # its cell is queued here: it never runs
     elif op in ("put", "get", "list", "collect"):
         try:
             extra = getattr(files, op)(cmd)

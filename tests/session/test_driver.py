@@ -210,9 +210,9 @@ def test_python_stdin_is_dev_null(py):
 
 def test_python_interrupt_keeps_state(py):
     py.cell("x = 41")
-    py.send(op="exec", id="slow", code="import time\nfor i in range(1000):\n    time.sleep(0.05)\n")
-    py.wait(lambda e: True, 1)
-    time.sleep(0.5)
+    py.send(op="exec", id="slow", code="import time\nprint('in', flush=True)\nfor i in range(1000):\n"
+                                        "    time.sleep(0.05)\n")
+    py.wait(lambda e: e.get("ev") == "stdout" and e.get("id") == "slow", 30)   # its code runs
     py.send(op="interrupt", id="slow")
     d = py.done("slow", 30)
     assert d["status"] == "interrupted" and d["exception"]["type"] == "KeyboardInterrupt"
@@ -255,9 +255,10 @@ def test_python_interrupt_stops_what_the_cell_started_and_spares_earlier_childre
 
 @pytest.mark.parametrize("wait", ["time.sleep(100)", "while True:\n        pass"])
 def test_python_interrupt_is_raised_once(py, wait):
-    py.send(op="exec", id="s", code="import time\ncaught = 0\ntry:\n    %s\nexcept KeyboardInterrupt:\n"
-                                   "    caught += 1\n    for i in range(3000000):\n        pass\ncaught" % wait)
-    time.sleep(0.5)
+    py.send(op="exec", id="s", code="import time\ncaught = 0\ntry:\n    print('in', flush=True)\n    %s\n"
+                                   "except KeyboardInterrupt:\n    caught += 1\n    for i in range(3000000):\n"
+                                   "        pass\ncaught" % wait)
+    py.wait(lambda e: e.get("ev") == "stdout" and e.get("id") == "s", 30)     # inside the try
     py.send(op="interrupt", id="s")
     d = py.done("s", 30)
     assert d["status"] == "ok" and d["value"]["text/plain"] == "1", d

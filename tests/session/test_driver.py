@@ -94,6 +94,22 @@ class Driver:
         d = self.done(fid)
         return d, [e for e in self.of(fid) if e["ev"] != "done"]
 
+    def _tree(self):
+        """The driver's descendants, from /proc."""
+        seen, todo = [], [self.p.pid]
+        while todo:
+            pid = todo.pop()
+            kids = []
+            try:
+                for tid in os.listdir("/proc/%d/task" % pid):
+                    with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                        kids += [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                pass
+            seen += kids
+            todo += kids
+        return seen
+
     def close(self):
         if self.p.poll() is None:
             try:
@@ -104,8 +120,16 @@ class Driver:
             try:
                 self.p.wait(timeout=10)
             except subprocess.TimeoutExpired:
+                # a cell that never ends: bash or node run in a session of their own
+                # (no sandbox's PID namespace ends them here), so the whole tree goes
+                tree = self._tree()
                 self.p.kill()
                 self.p.wait()
+                for pid in tree:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
         self.p.stdout.close()
         self.p.stderr.close()
 

@@ -242,7 +242,7 @@ def test_python_interrupt_keeps_state(py):
     assert d["status"] == "interrupted" and d["exception"]["type"] == "KeyboardInterrupt"
     # the cell's frame is there, the driver's SIGINT handler that raised it is not
     tb = d["exception"]["traceback"]
-    assert "<cell-" in tb and "time.sleep(0.05)" in tb, tb
+    assert 'File "<cell-2>", line ' in tb, tb     # wherever in the cell it landed
     assert "driver.py" not in tb and "on_sigint" not in tb, tb
     assert py.cell("x + 1")["value"]["text/plain"] == "42"
 

@@ -771,12 +771,14 @@ static int ns_process(hxs_exec *x)
 }
 
 /* Kills, reaps and closes everything of the sandbox; epfd < 0: it is in none. What is
- * left of a cold sandbox that ended by itself (PID 1 reaped, or answered and on its way
- * out: finish killed it) goes after the reply (remains.h). */
+ * left of a sandbox that ended by itself (PID 1 reaped, or answered and on its way out:
+ * finish killed it) goes after the reply (remains.h), warm or cold: a warm slot serves
+ * again at once, its template having no part in the teardown of a PID 1 that is the
+ * engine's child (CLONE_PARENT) and holds the owner uid for itself (ns_owner_hold). */
 static void release_sandbox(struct ns_exec *nx, int epfd)
 {
         struct ns_backend *b = nx->b;
-        bool later = nx->warm_slot < 0 && (nx->reaped || nx->ended);
+        bool later = nx->reaped || nx->ended;
         int pidfd = -1;
         if (later && !nx->reaped && nx->pidfd >= 0) {
                 if (epfd >= 0)
@@ -809,6 +811,9 @@ static void release_sandbox(struct ns_exec *nx, int epfd)
                                nx->owner_uid);
                 nx->have_cg = false;
                 nx->owner_uid = 0;
+                if (nx->warm_slot >= 0)
+                        templates_release(b->templates, nx->warm_slot);
+                nx->warm_slot = -1;
                 return;
         }
         if (nx->have_cg) {

@@ -209,6 +209,7 @@ typedef struct start_ctx {
 } start_ctx;
 
 static int clone_cold(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err);
+static bool pool_serves(const struct ns_backend *b, const hxs_request *req);
 
 /* Warm from a template when one may serve the request, else cold: the service clones
  * as an owner uid of the pool. */
@@ -384,7 +385,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
 
         exec_state_init(b, nx);
         cg_graveyard_bury(b->env->graveyard, false);
-        if (ns_pool_eligible(b->pool, req)) {
+        if (pool_serves(b, req)) {
                 void *sb = ns_pool_take(b->pool, req->language, x);
                 if (sb) {
                         free(sb); /* its state is nx's now (pool_claim) */
@@ -873,14 +874,50 @@ static void ns_memory_room(void *state, uint64_t mb)
 
 /* ---- pre-started sandboxes (pool.h) ------------------------------------------------ */
 
-/* A cold sandbox in every respect (ns_start's cold path: its own cgroup, owner uid,
- * namespaces, tmpfs root and home), for no request yet: the environment of a request
- * without env_vars, stdin /dev/null, and instead of the code a FIFO its interpreter
- * waits on. It has never seen a request, and serves one. */
+/* A pre-started Python sandbox is cloned by a plain Python template, as a warm one is,
+ * and holds no slot: the template's part ends once PID 1 has exec'd its init. */
+static int clone_pooled_warm(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err)
+{
+        start_ctx *c = ctx;
+        struct ns_backend *b = c->b;
+        struct ns_exec *nx = c->nx;
+        int slot = -1;
+        int r = template_spawn(b->templates, TEMPLATE_PYTHON, child, &ret->pid, &ret->pidfd, &slot, &nx->owner_uid);
+        if (r == 0 && ret->pid <= 0)
+                r = -EIO;
+        if (r < 0)
+                return err_fail(err, HXS_ERR_SETUP, r, "no warm Python template to start from: %s", strerror(-r));
+        templates_release(b->templates, slot);
+        int dumpable = ns_owner_become(nx->owner_uid);
+        if (dumpable >= 0) {
+                ns_pid1_files_open(ret->pid, &ret->files);
+                ns_owner_unbecome(dumpable);
+        }
+        return 0;
+}
+
+/* What a pre-started sandbox of the request's language may serve (pool.h; Python: also
+ * what the plain warm template would run, see template.h). */
+static bool pool_serves(const struct ns_backend *b, const hxs_request *req)
+{
+        if (!ns_pool_eligible(b->pool, req))
+                return false;
+        return req->language != HXS_LANG_PYTHON ||
+               (template_eligible(b->templates, req) && template_pick(req, false) == TEMPLATE_PYTHON);
+}
+
+/* A sandbox in every respect as a request's would be (ns_start's cold path: its own
+ * cgroup, owner uid, namespaces, tmpfs root and home; Python from a warm template), for
+ * no request yet: the environment of a request without env_vars, stdin /dev/null, and
+ * instead of the code a FIFO its interpreter waits on. It has never seen a request, and
+ * serves one. -EAGAIN: Python's templates are not ready (yet). */
 static int pool_start(void *ctx, hxs_language lang, uint32_t memory_mb, void **ret, hxs_error *err)
 {
         struct ns_backend *b = ctx;
         const hxs_config *cfg = b->env->cfg;
+        bool warm = lang == HXS_LANG_PYTHON;
+        if (warm && !template_ready(b->templates, TEMPLATE_PYTHON))
+                return err_fail(err, HXS_ERR_SETUP, -EAGAIN, "the warm Python templates are not ready");
         struct ns_exec *nx = calloc(1, sizeof(*nx));
         if (!nx)
                 return err_fail(err, HXS_ERR_INTERNAL, -ENOMEM, "out of memory");
@@ -902,7 +939,7 @@ static int pool_start(void *ctx, hxs_language lang, uint32_t memory_mb, void **r
                         .init_fd = b->init_fd, .memory_mb = memory_mb, .files_fd = -1, .code_fifo = true,
                 },
                 .code = "", .code_len = 0, .envp = nx->envp, .uid_base = cfg->uid_base,
-                .clone = clone_cold, .place = place_sandbox, .ctx = &sctx,
+                .clone = warm ? clone_pooled_warm : clone_cold, .place = place_sandbox, .ctx = &sctx,
         };
         ns_child c = { .pid = -1, .pidfd = -1, .sync_fd = -1, .report_fd = -1, .stdout_fd = -1,
                        .stderr_fd = -1, .stdin_fd = -1 };

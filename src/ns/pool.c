@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Pre-started single-use JavaScript and Bash sandboxes (pool.h). */
+/* Pre-started single-use sandboxes (pool.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,7 @@ static void failed(ns_pool *p)
 
 static bool pooled_language(hxs_language l)
 {
-        return l == HXS_LANG_JAVASCRIPT || l == HXS_LANG_BASH;
+        return l == HXS_LANG_PYTHON || l == HXS_LANG_JAVASCRIPT || l == HXS_LANG_BASH;
 }
 
 ns_pool *ns_pool_new(const hxs_config *cfg, const ns_pool_ops *ops, void *ctx)
@@ -63,14 +63,16 @@ ns_pool *ns_pool_new(const hxs_config *cfg, const ns_pool_ops *ops, void *ctx)
         if (!p)
                 return NULL;
         *p = (ns_pool){ .ops = ops, .ctx = ctx, .memory_mb = cfg->default_memory_mb, .room_mb = UINT64_MAX };
-        /* round robin, so that both languages get one before either gets two */
+        /* round robin, so that every language gets one before any gets two; Python,
+         * which starts warm without one, last in each round */
+        static const hxs_language order[] = { HXS_LANG_JAVASCRIPT, HXS_LANG_BASH, HXS_LANG_PYTHON };
         for (unsigned k = 0; k < each; k++)
-                for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
-                        if (pooled_language(l) && room > 0) {
-                                p->target[l]++;
+                for (size_t i = 0; i < ARRAY_SIZE(order); i++)
+                        if (room > 0) {
+                                p->target[order[i]]++;
                                 room--;
                         }
-        if (p->target[HXS_LANG_JAVASCRIPT] + p->target[HXS_LANG_BASH] == 0) {
+        if (p->target[HXS_LANG_PYTHON] + p->target[HXS_LANG_JAVASCRIPT] + p->target[HXS_LANG_BASH] == 0) {
                 free(p);
                 return NULL;
         }
@@ -99,6 +101,13 @@ static const char *const js_cold_words[] = { "import", "export", "await", "filen
                                              "uptime", "hrtime", "performance", NULL };
 static const char *const bash_cold_words[] = { "$0", "${0", "BASH_SOURCE", "/code", "main.sh", "SECONDS",
                                                "uptime", "etime", NULL };
+/* Python (which then starts warm, not cold): its own file (__file__, sys.argv[0], the
+ * path), and the CPU or start time of its process (time.process_time, os.times,
+ * resource.getrusage, /proc/self/stat, psutil). Tracebacks need no word: the program's
+ * lines are in linecache (zygote.py). */
+static const char *const python_cold_words[] = { "__file__", "argv", "/code", "main.py", "process_time",
+                                                 "thread_time", "times", "rusage", "/proc", "psutil",
+                                                 "uptime", NULL };
 
 static bool mentions(const char *code, size_t len, const char *const *words)
 {
@@ -126,8 +135,10 @@ bool ns_pool_eligible(const ns_pool *p, const hxs_request *req)
                 return false;
         if (req->language == HXS_LANG_BASH && req->code_len > BASH_POOL_CODE_MAX)
                 return false;
-        return !mentions(req->code, req->code_len,
-                         req->language == HXS_LANG_JAVASCRIPT ? js_cold_words : bash_cold_words);
+        const char *const *words = req->language == HXS_LANG_PYTHON       ? python_cold_words
+                                   : req->language == HXS_LANG_JAVASCRIPT ? js_cold_words
+                                                                          : bash_cold_words;
+        return !mentions(req->code, req->code_len, words);
 }
 
 void *ns_pool_take(ns_pool *p, hxs_language lang, void *arg)
@@ -216,7 +227,10 @@ bool ns_pool_fill(ns_pool *p, unsigned max, bool empty_only)
                                 return true;
                         hxs_error err = { 0 };
                         void *sb = NULL;
-                        if (p->ops->start(p->ctx, l, p->memory_mb, &sb, &err) < 0) {
+                        int r = p->ops->start(p->ctx, l, p->memory_mb, &sb, &err);
+                        if (r == -EAGAIN)
+                                break; /* not now (Python's templates still starting): no failure */
+                        if (r < 0) {
                                 failed(p);
                                 return false;
                         }

@@ -566,6 +566,16 @@ bool template_eligible(ns_templates *ts, const hxs_request *req)
         return true;
 }
 
+bool template_ready(ns_templates *ts, template_kind kind)
+{
+        if (!ts || !check_generation(ts, kind))
+                return false;
+        for (unsigned i = 0; i < ts->n_slots; i++)
+                if (!ts->busy[i] && ts->gen[kind].slot[i].ready)
+                        return true;
+        return false;
+}
+
 int template_spawn(ns_templates *ts, template_kind kind, const ns_child_args *args,
                    pid_t *ret_pid, int *ret_pidfd, int *ret_slot, uid_t *ret_owner)
 {
@@ -581,7 +591,8 @@ int template_spawn(ns_templates *ts, template_kind kind, const ns_child_args *ar
 
         /* only the limits the child reads: every warm program is a copy of the
          * template's memory, which must hold none of the service's settings */
-        template_request req = { .magic = TEMPLATE_MAGIC, .limits = *args->limits, .memory_mb = args->memory_mb };
+        template_request req = { .magic = TEMPLATE_MAGIC, .limits = *args->limits, .memory_mb = args->memory_mb,
+                                 .code_fifo = args->code_fifo };
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
         snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");

@@ -52,6 +52,9 @@ template_kind template_pick(const hxs_request *req, bool installed_set);
 /* Can this request run warm? Python, a ready template, and no environment variable
  * that only interpreter start-up reads (PYTHON*, LANG, LC_*). */
 bool template_eligible(ns_templates *t, const hxs_request *req);
+/* A template of that kind is ready in a free slot (template_spawn would not say
+ * -EAGAIN); one that died is restarted. */
+bool template_ready(ns_templates *t, template_kind kind);
 
 /* Asks a ready template of a free slot to clone a sandbox with these arguments. On
  * success the sandbox is blocked on args->sync_fd like a cold one, *ret_pidfd is a
@@ -99,6 +102,7 @@ typedef struct template_request {
         char code_name[16];
         char pkgs_dir[512];     /* an installed package set to bind, "" = none */
         uint32_t has_files;     /* the last fd is the files in (ns-files.h) */
+        uint32_t code_fifo;     /* ns_child_args.code_fifo: a pre-started sandbox (pool.h) */
 } template_request;
 
 typedef struct template_reply {

@@ -283,6 +283,7 @@ static PyObject *serve(int sock, int init_fd)
                         .has_files = with_files, .files_fd = with_files ? fds[nfds - 1] : -1,
                         .init_fd = init_fd, .warm = true, .pkgs_dir = req.pkgs_dir[0] ? req.pkgs_dir : NULL,
                         .memory_mb = req.memory_mb, .warm_payload = &pid1_payload,
+                        .code_fifo = req.code_fifo != 0,
                 };
                 struct pid1_start st = { .args = &a, .sock = sock };
                 int pidfd = -1;

@@ -70,6 +70,7 @@ import math  # noqa: E402,F401
 import os  # noqa: E402
 import random  # noqa: E402,F401
 import re  # noqa: E402,F401
+import stat  # noqa: E402
 import threading  # noqa: E402,F401
 import time  # noqa: E402,F401
 
@@ -102,7 +103,66 @@ def _unbuffered(sys):
         setattr(sys, "__%s__" % name, new)
 
 
-def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status, _charts=_charts):
+# The FIFO of a pre-started sandbox has nothing more to give once read, and what
+# shows a program's lines opens its file again: the parser on a syntax error (by
+# name, before it looks at the source it was given), the interpreter's traceback
+# printer (io.open, and it wants a real descriptor), linecache (traceback, warnings,
+# inspect). So the code is compiled under a name no file has and then given its own
+# name back, and the others get the code it ran. Code that opens its own file itself
+# is not pooled (pool.c).
+_NO_FILE = "/code/.pooled/main.py"
+
+
+def _pooled(source, code_path, io, linecache, os):
+    lines = source.decode("utf-8", "replace").splitlines(True)
+    linecache.cache[code_path] = (len(source), None, lines, code_path)
+
+    def _open_program(file, mode="r", *args, _open=io.open, **kw):
+        if file != code_path or mode != "rb":
+            return _open(file, mode, *args, **kw)
+        fd = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
+        view = memoryview(source)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return _open(fd, "rb")
+
+    io.open = _open_program
+
+
+def _renamed(code, name, types):
+    # (the __main__ globals are cleared before a program runs: no global names here)
+    def rename(c):
+        consts = tuple(rename(k) if isinstance(k, types.CodeType) else k for k in c.co_consts)
+        return c.replace(co_filename=name, co_consts=consts)
+
+    return rename(code)
+
+
+def _compile(source, code_path, fifo, _NO_FILE=_NO_FILE, _renamed=_renamed):
+    if not fifo:
+        return compile(source, code_path, "exec", dont_inherit=True)
+    import types
+    import warnings
+
+    # the compiler's warnings (SyntaxWarning, DeprecationWarning) again, under the
+    # program's name, where the warnings module finds their lines (linecache)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            code = compile(source, _NO_FILE, "exec", dont_inherit=True)
+        except SyntaxError as e:
+            if e.filename == _NO_FILE:
+                e.filename = code_path
+            raise e.with_traceback(None)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, code_path if w.filename == _NO_FILE else w.filename,
+                               w.lineno)
+    return _renamed(code, code_path, types)
+
+
+def _run(program, sys=sys, os=os, stat=stat, builtins=builtins, _exit_status=_exit_status, _charts=_charts,
+         _pooled=_pooled, _compile=_compile):
     code_path, env = program
     # the request's environment, as the C side set it
     os.environ.clear()
@@ -131,14 +191,22 @@ def _run(program, sys=sys, os=os, builtins=builtins, _exit_status=_exit_status, 
     main.clear()
     main.update(__name__="__main__", __doc__=None, __package__=None, __loader__=None,
                 __spec__=None, __file__=code_path, __cached__=None, __builtins__=builtins)
+    # A pre-started sandbox (the engine's pool) has a FIFO there: all of the above is
+    # done before any request; the open waits for the engine to write the code in.
+    fifo = stat.S_ISFIFO(os.stat(code_path).st_mode)
+    if fifo:
+        import io
+        import linecache
     with open(code_path, "rb") as f:
         source = f.read()
+    if fifo:
+        _pooled(source, code_path, io, linecache, os)
     status = 0
     try:
         try:
-            code = compile(source, code_path, "exec", dont_inherit=True)
+            code = _compile(source, code_path, fifo)
         except SyntaxError as e:
-            sys.excepthook(type(e), e, None)
+            sys.excepthook(type(e), e.with_traceback(None), None)
             raise SystemExit(1)
         try:
             exec(code, main)

@@ -1,8 +1,8 @@
 """An execution from a pre-started sandbox sees no trace of an earlier one.
 
-JavaScript and Bash run from pre-started single-use sandboxes (SANDBOX_POOL, on by
-default): each was started ahead of time with its interpreter waiting for code, serves
-one execution and is destroyed. Here a first execution leaves everything it can behind
+Python, JavaScript and Bash run from pre-started single-use sandboxes (SANDBOX_POOL, on
+by default; Python's forked from a warm template): each was started ahead of time with
+its interpreter waiting for code, serves one execution and is destroyed. Here a first execution leaves everything it can behind
 (files in every writable place, a detached process carrying a marker, a secret in its
 own memory and output, its random state), and a second one, from another pre-started
 sandbox of the same service, searches for it: its files, its environment, every
@@ -103,6 +103,18 @@ SCAN_B64 = base64.b64encode(SCAN.encode()).decode()
 # The first execution: files everywhere it may write, a detached process whose command
 # line and memory carry the trace, the trace in its output and memory, random numbers.
 LEAVE = {
+    "python": r'''
+import json, os, random, subprocess
+trace = "@TRACE@"
+for d in ("/tmp", "/home/sandbox", "/dev/shm"):
+    with open(d + "/left-" + trace, "w") as f:
+        f.write(trace)
+kept = (trace * 64).encode()
+subprocess.Popen(["/bin/sh", "-c", "exec sleep 300 " + trace], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(json.dumps({"trace": trace, "random": [random.random(), random.random()],
+                  "bytes": os.urandom(16).hex()}))
+''',
     "javascript": r'''
 const fs = require("fs"), cp = require("child_process"), crypto = require("crypto");
 const trace = "@TRACE@";
@@ -124,6 +136,14 @@ printf 'trace\t%s\nrandom\t%s %s %s\nsrandom\t%s\n' "$trace" $RANDOM $RANDOM $RA
 
 # The second: the same random draws, then the search (python3 from stdin).
 SEARCH = {
+    "python": r'''
+import base64, json, os, random, subprocess, sys
+r = subprocess.run(["python3", "-", "@A@", "@B@", "@C@", "@D@"], input=base64.b64decode("@SCAN@"),
+                   capture_output=True)
+sys.stderr.write(r.stderr.decode())
+print(json.dumps({"scan": json.loads(r.stdout), "random": [random.random(), random.random()],
+                  "bytes": os.urandom(16).hex()}))
+''',
     "javascript": r'''
 const cp = require("child_process"), crypto = require("crypto");
 const r = cp.spawnSync("python3", ["-", "@A@", "@B@", "@C@", "@D@"],
@@ -192,7 +212,7 @@ def run_pooled(svc, code: str, lang: str) -> Any:
     pytest.fail("%s never ran from a pre-started sandbox (last start: %s)" % (lang, got))
 
 
-@pytest.mark.parametrize("lang", ["javascript", "bash"])
+@pytest.mark.parametrize("lang", ["python", "javascript", "bash"])
 def test_a_pooled_execution_finds_nothing_of_the_previous_one(pool_svc, lang: str) -> None:
     svc = pool_svc
     assert pool_state(svc)["target"] > 0, "SANDBOX_POOL is on by default"
@@ -206,7 +226,7 @@ def test_a_pooled_execution_finds_nothing_of_the_previous_one(pool_svc, lang: st
             .replace("@C@", control[:chalf]).replace("@D@", control[chalf:]))
     assert trace not in code and control not in code
     second = run_pooled(svc, code, lang)
-    if lang == "javascript":
+    if lang != "bash":
         a, b = first.json(), second.json()
         scan = b["scan"]
         assert a["random"] != b["random"] and a["bytes"] != b["bytes"], (a, b)

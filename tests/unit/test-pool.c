@@ -15,6 +15,7 @@
 typedef struct fake {
         unsigned started[HXS_LANG_MAX];
         unsigned destroyed;
+        bool python_not_ready;  /* Python's start says -EAGAIN (its templates start) */
 } fake;
 
 typedef struct fake_sb {
@@ -26,6 +27,8 @@ static int fake_start(void *ctx, hxs_language lang, uint32_t memory_mb, void **r
         (void)memory_mb;
         (void)err;
         fake *f = ctx;
+        if (lang == HXS_LANG_PYTHON && f->python_not_ready)
+                return -11; /* -EAGAIN */
         fake_sb *sb = malloc(sizeof(*sb));
         if (!sb)
                 return -12;
@@ -62,7 +65,7 @@ static const ns_pool_ops ops = { .start = fake_start, .claim = fake_claim, .aliv
 
 static hxs_config two_each(void)
 {
-        return (hxs_config){ .warm = true, .pool_size = 2, .pool_memory_mb = 1024, .default_memory_mb = 256 };
+        return (hxs_config){ .warm = true, .pool_size = 2, .pool_memory_mb = 1536, .default_memory_mb = 256 };
 }
 
 static void test_fill_reaches_the_targets(void **state)
@@ -75,13 +78,56 @@ static void test_fill_reaches_the_targets(void **state)
         assert_false(ns_pool_fill(p, UINT32_MAX, false));
         assert_int_equal(f.started[HXS_LANG_JAVASCRIPT], 2);
         assert_int_equal(f.started[HXS_LANG_BASH], 2);
-        assert_int_equal(f.started[HXS_LANG_PYTHON], 0);
+        assert_int_equal(f.started[HXS_LANG_PYTHON], 2);
         hxs_engine_stats st = { 0 };
         ns_pool_stats(p, &st);
-        assert_int_equal(st.pool_ready, 4);
-        assert_int_equal(st.pool_target, 4);
+        assert_int_equal(st.pool_ready, 6);
+        assert_int_equal(st.pool_target, 6);
         ns_pool_free(p);
-        assert_int_equal(f.destroyed, 4);
+        assert_int_equal(f.destroyed, 6);
+}
+
+/* Room for fewer than every language: JavaScript and Bash first (Python starts warm
+ * without a pre-started sandbox), then Python, round by round. */
+static void test_a_small_room_goes_to_javascript_and_bash_first(void **state)
+{
+        (void)state;
+        fake f = { 0 };
+        hxs_config cfg = two_each();
+        cfg.pool_memory_mb = 512;
+        ns_pool *p = ns_pool_new(&cfg, &ops, &f);
+        (void)ns_pool_fill(p, UINT32_MAX, false);
+        assert_int_equal(f.started[HXS_LANG_JAVASCRIPT], 1);
+        assert_int_equal(f.started[HXS_LANG_BASH], 1);
+        assert_int_equal(f.started[HXS_LANG_PYTHON], 0);
+        ns_pool_free(p);
+        cfg.pool_memory_mb = 1024;
+        f = (fake){ 0 };
+        p = ns_pool_new(&cfg, &ops, &f);
+        (void)ns_pool_fill(p, UINT32_MAX, false);
+        assert_int_equal(f.started[HXS_LANG_JAVASCRIPT], 2);
+        assert_int_equal(f.started[HXS_LANG_BASH], 1);
+        assert_int_equal(f.started[HXS_LANG_PYTHON], 1);
+        ns_pool_free(p);
+}
+
+/* A start that is not possible yet (Python's templates still starting) is no failure:
+ * the other languages fill, nothing is held back, and Python's turn comes again. */
+static void test_a_start_not_possible_yet_is_no_failure(void **state)
+{
+        (void)state;
+        fake f = { .python_not_ready = true };
+        hxs_config cfg = two_each();
+        ns_pool *p = ns_pool_new(&cfg, &ops, &f);
+        assert_false(ns_pool_fill(p, UINT32_MAX, false));
+        assert_int_equal(f.started[HXS_LANG_JAVASCRIPT], 2);
+        assert_int_equal(f.started[HXS_LANG_BASH], 2);
+        assert_int_equal(f.started[HXS_LANG_PYTHON], 0);
+        f.python_not_ready = false;
+        /* at once: no back-off as after a failure */
+        assert_false(ns_pool_fill(p, UINT32_MAX, false));
+        assert_int_equal(f.started[HXS_LANG_PYTHON], 2);
+        ns_pool_free(p);
 }
 
 static void test_a_language_with_one_left_waits_for_a_pause(void **state)
@@ -131,6 +177,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fill_reaches_the_targets),
+                cmocka_unit_test(test_a_small_room_goes_to_javascript_and_bash_first),
+                cmocka_unit_test(test_a_start_not_possible_yet_is_no_failure),
                 cmocka_unit_test(test_a_language_with_one_left_waits_for_a_pause),
                 cmocka_unit_test(test_a_language_with_none_left_refills_at_once),
         };

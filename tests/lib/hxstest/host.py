@@ -7,11 +7,12 @@ cgroup of an engine that is no longer running. A colleague's service running at 
 same time on this machine therefore cannot make these checks fail, and cannot hide our
 own leaks.
 
-A running service keeps pre-started single-use sandboxes for JavaScript and Bash
+A running service keeps pre-started single-use sandboxes for every language
 (SANDBOX_POOL): they are not leftovers while they wait for code. Only exactly that is
 let through (waiting_pooled_sandbox): a cgroup of a live engine holding its PID 1 (the
-init) and one program, `/usr/bin/node /code/main.js` or `/usr/bin/bash /code/main.sh`,
-blocked opening its code FIFO (the kernel's wait_for_partner). Once the code is in, the
+init) and one program, `/usr/bin/python3 /code/main.py` (a warm template's fork),
+`/usr/bin/node /code/main.js` or `/usr/bin/bash /code/main.sh`, blocked opening its
+code FIFO (the kernel's wait_for_partner). Once the code is in, the
 interpreter has left that open; a program of an execution is never let through.
 
 The CLI runner and the canary (hxstest.canary) are re-exported here, so a test that
@@ -99,7 +100,8 @@ def engine_alive(pid: int, start: int) -> bool:
     return proc_start_time(pid) == start
 
 
-POOL_PROGRAMS = (b"/usr/bin/node\0/code/main.js\0", b"/usr/bin/bash\0/code/main.sh\0")
+POOL_PROGRAMS = (b"/usr/bin/python3\0/code/main.py\0", b"/usr/bin/node\0/code/main.js\0",
+                 b"/usr/bin/bash\0/code/main.sh\0")
 
 
 def _read_bytes(path: str) -> Optional[bytes]:

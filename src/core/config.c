@@ -136,7 +136,7 @@ static const setting settings[] = {
           SET_UINT, U32(warm_slots), 0, 64 },
         { { "SANDBOX_TEMPLATE_MEMORY_MB", "512", "memory cap of the warm templates of each kind, together (they share their pages)" },
           SET_UINT, U32(template_memory_mb), 64, 64 * 1024 },
-        { { "SANDBOX_POOL", "1", "pre-started single-use sandboxes kept ready per language (Python from a warm template, JavaScript, Bash; serve only, with SANDBOX_WARM on): each runs one execution and is destroyed, the pool refilled after it; requests it cannot serve as a cold start would (stdin, env_vars, files, packages, another memory_mb) start as without it (0: off)" },
+        { { "SANDBOX_POOL", "1", "pre-started single-use sandboxes kept ready of each kind (Python from each warm template, plain and scientific; JavaScript; Bash; serve only, with SANDBOX_WARM on): each runs one execution and is destroyed, the pool refilled after it; requests it cannot serve as a cold start would (stdin, env_vars, files, packages, another memory_mb) start as without it (0: off)" },
           SET_UINT, U32(pool_size), 0, 16 },
         { { "SANDBOX_POOL_MEMORY_MB", "1024", "memory (their memory_mb, DEFAULT_MEMORY_MB each) the pre-started sandboxes may hold in all, at most a quarter of MEMORY_BUDGET_MB; what they hold is taken from that budget and given up to executions that need it" },
           SET_UINT, U32(pool_memory_mb), 0, 64 * 1024 },

@@ -206,10 +206,11 @@ typedef struct start_ctx {
         hxs_exec *x;
         struct ns_exec *nx;
         unsigned joined;                /* hierarchies PID 1 joins by itself: no move by pid */
+        template_kind pool_template;    /* a pre-started Python sandbox's (clone_pooled_warm) */
 } start_ctx;
 
 static int clone_cold(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err);
-static bool pool_serves(const struct ns_backend *b, const hxs_request *req);
+static int pool_serves(const struct ns_backend *b, const hxs_request *req);
 
 /* Warm from a template when one may serve the request, else cold: the service clones
  * as an owner uid of the pool. */
@@ -385,8 +386,9 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
 
         exec_state_init(b, nx);
         cg_graveyard_bury(b->env->graveyard, false);
-        if (pool_serves(b, req)) {
-                void *sb = ns_pool_take(b->pool, req->language, x);
+        int kind = pool_serves(b, req);
+        if (kind >= 0) {
+                void *sb = ns_pool_take(b->pool, (ns_pool_kind)kind, x);
                 if (sb) {
                         free(sb); /* its state is nx's now (pool_claim) */
                         count_start(nx);
@@ -874,7 +876,7 @@ static void ns_memory_room(void *state, uint64_t mb)
 
 /* ---- pre-started sandboxes (pool.h) ------------------------------------------------ */
 
-/* A pre-started Python sandbox is cloned by a plain Python template, as a warm one is,
+/* A pre-started Python sandbox is cloned by a template of its kind, as a warm one is,
  * and holds no slot: the template's part ends once PID 1 has exec'd its init. */
 static int clone_pooled_warm(void *ctx, const ns_child_args *child, ns_born *ret, hxs_error *err)
 {
@@ -882,7 +884,8 @@ static int clone_pooled_warm(void *ctx, const ns_child_args *child, ns_born *ret
         struct ns_backend *b = c->b;
         struct ns_exec *nx = c->nx;
         int slot = -1;
-        int r = template_spawn(b->templates, TEMPLATE_PYTHON, child, &ret->pid, &ret->pidfd, &slot, &nx->owner_uid);
+        int r = template_spawn(b->templates, c->pool_template, child, &ret->pid, &ret->pidfd, &slot,
+                               &nx->owner_uid);
         if (r == 0 && ret->pid <= 0)
                 r = -EIO;
         if (r < 0)
@@ -896,14 +899,22 @@ static int clone_pooled_warm(void *ctx, const ns_child_args *child, ns_born *ret
         return 0;
 }
 
-/* What a pre-started sandbox of the request's language may serve (pool.h; Python: also
- * what the plain warm template would run, see template.h). */
-static bool pool_serves(const struct ns_backend *b, const hxs_request *req)
+/* Which kind of pre-started sandbox may serve the request (pool.h; Python: what a warm
+ * template would run, and the template it would pick, see template.h), or -1. */
+static int pool_serves(const struct ns_backend *b, const hxs_request *req)
 {
         if (!ns_pool_eligible(b->pool, req))
-                return false;
-        return req->language != HXS_LANG_PYTHON ||
-               (template_eligible(b->templates, req) && template_pick(req, false) == TEMPLATE_PYTHON);
+                return -1;
+        switch (req->language) {
+        case HXS_LANG_JAVASCRIPT:
+                return NS_POOL_JAVASCRIPT;
+        case HXS_LANG_BASH:
+                return NS_POOL_BASH;
+        default:
+                if (!template_eligible(b->templates, req))
+                        return -1;
+                return template_pick(req, false) == TEMPLATE_PYTHON_SCI ? NS_POOL_PYTHON_SCI : NS_POOL_PYTHON;
+        }
 }
 
 /* A sandbox in every respect as a request's would be (ns_start's cold path: its own
@@ -911,12 +922,14 @@ static bool pool_serves(const struct ns_backend *b, const hxs_request *req)
  * no request yet: the environment of a request without env_vars, stdin /dev/null, and
  * instead of the code a FIFO its interpreter waits on. It has never seen a request, and
  * serves one. -EAGAIN: Python's templates are not ready (yet). */
-static int pool_start(void *ctx, hxs_language lang, uint32_t memory_mb, void **ret, hxs_error *err)
+static int pool_start(void *ctx, ns_pool_kind kind, uint32_t memory_mb, void **ret, hxs_error *err)
 {
         struct ns_backend *b = ctx;
         const hxs_config *cfg = b->env->cfg;
+        hxs_language lang = ns_pool_language(kind);
         bool warm = lang == HXS_LANG_PYTHON;
-        if (warm && !template_ready(b->templates, TEMPLATE_PYTHON))
+        template_kind tk = kind == NS_POOL_PYTHON_SCI ? TEMPLATE_PYTHON_SCI : TEMPLATE_PYTHON;
+        if (warm && !template_ready(b->templates, tk))
                 return err_fail(err, HXS_ERR_SETUP, -EAGAIN, "the warm Python templates are not ready");
         struct ns_exec *nx = calloc(1, sizeof(*nx));
         if (!nx)
@@ -931,7 +944,7 @@ static int pool_start(void *ctx, hxs_language lang, uint32_t memory_mb, void **r
                 err_fail(err, HXS_ERR_SETUP, r, "out of memory");
         ns_limits limits;
         ns_limits_of(cfg, &limits);
-        start_ctx sctx = { .b = b, .nx = nx };
+        start_ctx sctx = { .b = b, .nx = nx, .pool_template = tk };
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &b->seccomp, .mountpoint = b->mountpoint,

@@ -15,14 +15,14 @@ struct ns_pool {
         const ns_pool_ops *ops;
         void *ctx;
         uint32_t memory_mb;             /* DEFAULT_MEMORY_MB: what each is started with */
-        unsigned target[HXS_LANG_MAX];  /* per language, within SANDBOX_POOL_MEMORY_MB */
-        void *sb[HXS_LANG_MAX][POOL_MAX];
-        unsigned n[HXS_LANG_MAX];
+        unsigned target[NS_POOL_KINDS]; /* per kind, within SANDBOX_POOL_MEMORY_MB */
+        void *sb[NS_POOL_KINDS][POOL_MAX];
+        unsigned n[NS_POOL_KINDS];
         unsigned long served;
         unsigned failures;              /* starts in a row that failed or died unused */
         uint64_t retry_ms;              /* after failures, no start before this (monotonic) */
         uint64_t room_mb;               /* what the caller's memory budget leaves them now */
-        unsigned next_trim;             /* the language that gives one up next (ns_pool_room) */
+        unsigned next_trim;             /* the kind that gives one up next (ns_pool_room) */
 };
 
 #define RETRY_MAX_MS 30000
@@ -43,9 +43,9 @@ static void failed(ns_pool *p)
         p->retry_ms = now_ms() + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
 }
 
-static bool pooled_language(hxs_language l)
+hxs_language ns_pool_language(ns_pool_kind k)
 {
-        return l == HXS_LANG_PYTHON || l == HXS_LANG_JAVASCRIPT || l == HXS_LANG_BASH;
+        return k == NS_POOL_JAVASCRIPT ? HXS_LANG_JAVASCRIPT : k == NS_POOL_BASH ? HXS_LANG_BASH : HXS_LANG_PYTHON;
 }
 
 ns_pool *ns_pool_new(const hxs_config *cfg, const ns_pool_ops *ops, void *ctx)
@@ -63,16 +63,20 @@ ns_pool *ns_pool_new(const hxs_config *cfg, const ns_pool_ops *ops, void *ctx)
         if (!p)
                 return NULL;
         *p = (ns_pool){ .ops = ops, .ctx = ctx, .memory_mb = cfg->default_memory_mb, .room_mb = UINT64_MAX };
-        /* round robin, so that every language gets one before any gets two; Python,
-         * which starts warm without one, last in each round */
-        static const hxs_language order[] = { HXS_LANG_JAVASCRIPT, HXS_LANG_BASH, HXS_LANG_PYTHON };
+        /* round robin, so that every kind gets one before any gets two; Python, which
+         * starts warm without one, last in each round */
+        static const ns_pool_kind order[] = { NS_POOL_JAVASCRIPT, NS_POOL_BASH, NS_POOL_PYTHON,
+                                              NS_POOL_PYTHON_SCI };
         for (unsigned k = 0; k < each; k++)
                 for (size_t i = 0; i < ARRAY_SIZE(order); i++)
                         if (room > 0) {
                                 p->target[order[i]]++;
                                 room--;
                         }
-        if (p->target[HXS_LANG_PYTHON] + p->target[HXS_LANG_JAVASCRIPT] + p->target[HXS_LANG_BASH] == 0) {
+        unsigned kept = 0;
+        for (ns_pool_kind k = 0; k < NS_POOL_KINDS; k++)
+                kept += p->target[k];
+        if (kept == 0) {
                 free(p);
                 return NULL;
         }
@@ -83,9 +87,9 @@ void ns_pool_free(ns_pool *p)
 {
         if (!p)
                 return;
-        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
-                for (unsigned i = 0; i < p->n[l]; i++)
-                        p->ops->destroy(p->ctx, p->sb[l][i]);
+        for (ns_pool_kind k = 0; k < NS_POOL_KINDS; k++)
+                for (unsigned i = 0; i < p->n[k]; i++)
+                        p->ops->destroy(p->ctx, p->sb[k][i]);
         free(p);
 }
 
@@ -124,7 +128,7 @@ static bool mentions(const char *code, size_t len, const char *const *words)
 
 bool ns_pool_eligible(const ns_pool *p, const hxs_request *req)
 {
-        if (!p || !pooled_language(req->language) || p->target[req->language] == 0)
+        if (!p || req->language >= HXS_LANG_MAX)
                 return false;
         /* everything but the code is the pre-started sandbox's already: the environment,
          * /proc/meminfo's memory limit, stdin (/dev/null), no files, no packages */
@@ -141,19 +145,19 @@ bool ns_pool_eligible(const ns_pool *p, const hxs_request *req)
         return !mentions(req->code, req->code_len, words);
 }
 
-void *ns_pool_take(ns_pool *p, hxs_language lang, void *arg)
+void *ns_pool_take(ns_pool *p, ns_pool_kind kind, void *arg)
 {
-        if (!p || !pooled_language(lang))
+        if (!p || kind >= NS_POOL_KINDS)
                 return NULL;
-        for (unsigned i = 0; i < p->n[lang];) {
-                void *sb = p->sb[lang][i];
+        for (unsigned i = 0; i < p->n[kind];) {
+                void *sb = p->sb[kind][i];
                 int r = p->ops->claim(p->ctx, sb, arg);
                 if (r == 0) {
                         i++;
                         continue;
                 }
                 /* taken or dead: out of the pool either way (order does not matter) */
-                p->sb[lang][i] = p->sb[lang][--p->n[lang]];
+                p->sb[kind][i] = p->sb[kind][--p->n[kind]];
                 if (r > 0) {
                         p->served++;
                         p->failures = 0; /* one was started and used: the host can */
@@ -168,14 +172,14 @@ void *ns_pool_take(ns_pool *p, hxs_language lang, void *arg)
  * nothing of them stays behind until a request would have claimed them. */
 static void drop_dead(ns_pool *p)
 {
-        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
-                for (unsigned i = 0; i < p->n[l];) {
-                        if (p->ops->alive(p->ctx, p->sb[l][i])) {
+        for (ns_pool_kind k = 0; k < NS_POOL_KINDS; k++)
+                for (unsigned i = 0; i < p->n[k];) {
+                        if (p->ops->alive(p->ctx, p->sb[k][i])) {
                                 i++;
                                 continue;
                         }
-                        p->ops->destroy(p->ctx, p->sb[l][i]);
-                        p->sb[l][i] = p->sb[l][--p->n[l]];
+                        p->ops->destroy(p->ctx, p->sb[k][i]);
+                        p->sb[k][i] = p->sb[k][--p->n[k]];
                         failed(p);
                 }
 }
@@ -183,8 +187,8 @@ static void drop_dead(ns_pool *p)
 static uint64_t held_mb(const ns_pool *p)
 {
         uint64_t n = 0;
-        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
-                n += p->n[l];
+        for (ns_pool_kind k = 0; k < NS_POOL_KINDS; k++)
+                n += p->n[k];
         return n * p->memory_mb;
 }
 
@@ -199,13 +203,13 @@ void ns_pool_room(ns_pool *p, uint64_t mb)
         if (!p)
                 return;
         p->room_mb = mb;
-        /* the languages take turns, so that a shrinking budget leaves both one as long
-         * as it can */
+        /* the kinds take turns, so that a shrinking budget leaves each one as long as
+         * it can */
         while (held_mb(p) > p->room_mb) {
-                hxs_language l = (hxs_language)(p->next_trim++ % HXS_LANG_MAX);
-                if (p->n[l] == 0)
+                ns_pool_kind k = (ns_pool_kind)(p->next_trim++ % NS_POOL_KINDS);
+                if (p->n[k] == 0)
                         continue;
-                p->ops->destroy(p->ctx, p->sb[l][--p->n[l]]);
+                p->ops->destroy(p->ctx, p->sb[k][--p->n[k]]);
         }
 }
 
@@ -217,9 +221,9 @@ bool ns_pool_fill(ns_pool *p, unsigned max, bool empty_only)
         if (p->failures && now_ms() < p->retry_ms)
                 return false;
         bool later = false;
-        for (hxs_language l = 0; l < HXS_LANG_MAX; l++)
-                while (p->n[l] < p->target[l] && fits(p)) {
-                        if (empty_only && p->n[l] > 0) {
+        for (ns_pool_kind k = 0; k < NS_POOL_KINDS; k++)
+                while (p->n[k] < p->target[k] && fits(p)) {
+                        if (empty_only && p->n[k] > 0) {
                                 later = true;
                                 break;
                         }
@@ -227,14 +231,14 @@ bool ns_pool_fill(ns_pool *p, unsigned max, bool empty_only)
                                 return true;
                         hxs_error err = { 0 };
                         void *sb = NULL;
-                        int r = p->ops->start(p->ctx, l, p->memory_mb, &sb, &err);
+                        int r = p->ops->start(p->ctx, k, p->memory_mb, &sb, &err);
                         if (r == -EAGAIN)
                                 break; /* not now (Python's templates still starting): no failure */
                         if (r < 0) {
                                 failed(p);
                                 return false;
                         }
-                        p->sb[l][p->n[l]++] = sb;
+                        p->sb[k][p->n[k]++] = sb;
                         max--;
                 }
         return later;
@@ -245,13 +249,14 @@ void ns_pool_stats(const ns_pool *p, hxs_engine_stats *st)
         if (!p)
                 return;
         uint64_t cap = 0;
-        for (hxs_language l = 0; l < HXS_LANG_MAX; l++) {
-                st->pool_ready += p->n[l];
-                st->pool_target += p->target[l];
-                st->pool_lang_ready[l] = p->n[l];
-                st->pool_lang_target[l] = p->target[l];
-                st->pool_lang_memory_mb[l] = (uint64_t)p->n[l] * p->memory_mb;
-                cap += (uint64_t)p->target[l] * p->memory_mb;
+        for (ns_pool_kind k = 0; k < NS_POOL_KINDS; k++) {
+                hxs_language l = ns_pool_language(k);
+                st->pool_ready += p->n[k];
+                st->pool_target += p->target[k];
+                st->pool_lang_ready[l] += p->n[k];
+                st->pool_lang_target[l] += p->target[k];
+                st->pool_lang_memory_mb[l] += (uint64_t)p->n[k] * p->memory_mb;
+                cap += (uint64_t)p->target[k] * p->memory_mb;
         }
         st->pool_memory_mb = (uint64_t)st->pool_ready * p->memory_mb;
         st->pool_memory_limit_mb = cap < p->room_mb ? cap : p->room_mb;

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Pre-started single-use sandboxes for JavaScript and Bash: which requests they may
- * serve, how many are kept (SANDBOX_POOL per language, within SANDBOX_POOL_MEMORY_MB),
- * the taking and the refilling. Each is a whole cold sandbox (new namespaces, tmpfs
- * root and home, cgroup, seccomp, no capabilities) whose interpreter waits on its code
- * FIFO (ns.h, code_fifo); it serves one execution and is destroyed. What a sandbox is
- * and how it is started, checked and destroyed is the backend's (the ops).
+ * Pre-started single-use sandboxes: which requests they may serve, how many are kept
+ * (SANDBOX_POOL of each kind, within SANDBOX_POOL_MEMORY_MB), the taking and the
+ * refilling. Each is a whole sandbox (new namespaces, tmpfs root and home, cgroup,
+ * seccomp, no capabilities; a Python one cloned by a warm template of its kind) whose
+ * interpreter waits on its code FIFO (ns.h, code_fifo); it serves one execution and is
+ * destroyed. What a sandbox is and how it is started, checked and destroyed is the
+ * backend's (the ops).
  */
 #pragma once
 
@@ -17,9 +18,22 @@
 
 typedef struct ns_pool ns_pool;
 
+/* What a pre-started sandbox is: a language, and for Python the warm template that
+ * clones it (template.h: plain, or with the scientific stack imported). */
+typedef enum ns_pool_kind {
+        NS_POOL_PYTHON,
+        NS_POOL_PYTHON_SCI,
+        NS_POOL_JAVASCRIPT,
+        NS_POOL_BASH,
+        NS_POOL_KINDS,
+} ns_pool_kind;
+
+hxs_language ns_pool_language(ns_pool_kind k);
+
 typedef struct ns_pool_ops {
-        /* A new pre-started sandbox of lang, with memory_mb: 0 and *ret, or -errno. */
-        int (*start)(void *ctx, hxs_language lang, uint32_t memory_mb, void **ret, hxs_error *err);
+        /* A new pre-started sandbox of that kind, with memory_mb: 0 and *ret, or -errno
+         * (-EAGAIN: not now, and no failure: Python's templates are still starting). */
+        int (*start)(void *ctx, ns_pool_kind kind, uint32_t memory_mb, void **ret, hxs_error *err);
         /* Hands sb over to arg (the execution): 1 taken, 0 not ready yet (it stays), -errno:
          * unusable (the pool destroys it). */
         int (*claim)(void *ctx, void *sb, void *arg);
@@ -37,8 +51,9 @@ void ns_pool_free(ns_pool *p);  /* destroys every sandbox it holds */
  * what differs and sends it cold). */
 bool ns_pool_eligible(const ns_pool *p, const hxs_request *req);
 
-/* A ready sandbox of lang claimed for arg, or NULL (none ready: the caller runs cold). */
-void *ns_pool_take(ns_pool *p, hxs_language lang, void *arg);
+/* A ready sandbox of that kind claimed for arg, or NULL (none ready: the caller runs
+ * the request as without the pool). */
+void *ns_pool_take(ns_pool *p, ns_pool_kind kind, void *arg);
 
 /* Starts at most max sandboxes towards the target; called off the request's path
  * (after an execution is released, and at start-up). With empty_only, only for a

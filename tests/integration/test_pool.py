@@ -42,6 +42,8 @@ PROGRAMS = {
         "source of a function": ("import inspect\ndef h():\n    return 1\nprint(inspect.getsource(h), end='')\n"
                                  "print(h.__code__.co_filename)\n", {}),
         "exit 3": ("print('bye')\nraise SystemExit(3)\n", {}),
+        # from the scientific template's pre-started sandbox
+        "pandas": ("import pandas as pd\nprint(pd.DataFrame({'a': [1, 2, 4]}).describe())\n", {}),
         "large output": ("import sys\nsys.stdout.write('y' * (3 << 20))\nprint('done', file=sys.stderr)\n", {}),
         "time limit": ("print('spin', flush=True)\nwhile True:\n    pass\n", {"timeout": 4}),
         "memory limit": ("a = []\nwhile True:\n    a.append(bytearray(1 << 20))\n", {}),
@@ -80,7 +82,6 @@ COLD_ANYWAY = {
         ("env_vars", "import os\nprint(os.environ['X'])", {"env_vars": {"X": "1"}}, "1\n"),
         ("memory_mb", "print('m')", {"memory_mb": 128}, "m\n"),
         ("its CPU time", "import time\nprint(time.process_time() < 5)", {}, "True\n"),
-        ("pandas (the sci template)", "import pandas\nprint('p')", {}, "p\n"),
     ],
     "javascript": [
         ("stdin", 'process.stdin.on("data", d => console.log("got " + d))', {"stdin": "abc"}, "got abc\n"),

@@ -492,7 +492,14 @@ static void take_files(hxs_exec *x)
         if (nx->files_taken)
                 return;
         nx->files_taken = true;
+        /* through PID 1's root, as the owner of its user namespace: a service without
+         * CAP_SYS_PTRACE (the systemd unit's, a container's) may not look there as
+         * itself, and would find no files */
+        int dumpable = ns_owner_become(nx->owner_uid);
+        if (dumpable < 0)
+                return;
         int home = ns_home_open(nx->pid);
+        ns_owner_unbecome(dumpable);
         if (home >= 0) {
                 (void)files_collect(home, x->req, nx->b->env->cfg, &x->result);
                 close(home);
@@ -988,7 +995,13 @@ static int pool_claim(void *ctx, void *sb, void *arg)
                                 { .fd = p->stderr_fd, .events = POLLIN } };
         if (poll(pf, 3, 0) != 0)
                 return -ESRCH;
+        /* as the owner of its user namespace, who may reach PID 1's root without
+         * CAP_SYS_PTRACE (a warm PID 1 is not the service's own clone) */
+        int dumpable = ns_owner_become(p->owner_uid);
+        if (dumpable < 0)
+                return dumpable;
         int fd = ns_code_fifo_open(p->pid, runtime_table[x->req->language].file);
+        ns_owner_unbecome(dumpable);
         if (fd == -ENXIO)
                 return 0;
         if (fd < 0)

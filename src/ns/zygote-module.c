@@ -302,6 +302,11 @@ static PyObject *serve(int sock, int init_fd)
                                 NS_CLONE_FLAGS | CLONE_PARENT | CLONE_PIDFD | CLONE_VM | CLONE_VFORK, &st, &pidfd);
                 int saved = errno;
                 PyOS_AfterFork_Parent();
+                /* PID 1 changed its ids in our memory (CLONE_VM), which made that memory
+                 * undumpable; the next PID 1 runs in it too, and the engine (as the
+                 * owner uid, without CAP_SYS_PTRACE under the systemd unit) must be able
+                 * to look at it: dumpable again, as become_slot made it */
+                (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
                 forget_pid1();
                 close_fds(fds, nfds);
                 /* PID 1 answered for itself, unless it died first */

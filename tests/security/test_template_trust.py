@@ -32,8 +32,9 @@ TEMPLATE_SOCK_FD = 3
 
 @pytest.fixture(scope="module")
 def one_slot_svc(sandbox_isolates: str):
-    # one warm slot: one template of each kind
-    yield from _service.serve_module({"MAX_CONCURRENT": "1"})
+    # one warm slot: one template of each kind; no pre-started sandboxes, so that every
+    # request the templates get is the test's own
+    yield from _service.serve_module({"MAX_CONCURRENT": "1", "SANDBOX_POOL": "0"})
 
 
 def plain_templates(svc) -> List[int]:

@@ -44,6 +44,8 @@ extern const char embed_charts_py[];
 #define RESTART_MIN_MS 500
 #define RESTART_MAX_MS 30000
 #define SPAWN_TIMEOUT_S 10
+/* A request has at most two answers: one late answer is waiting at most. */
+#define STALE_ANSWERS_MAX 4
 
 typedef struct slot_template {
         uid_t owner;            /* the owner uid it runs as and holds (owners.h), 0: none */
@@ -74,6 +76,7 @@ struct ns_templates {
         bool busy[NS_WARM_SLOTS_MAX]; /* a live sandbox holds the slot */
         generation gen[TEMPLATE_KIND_MAX];
         unsigned long restarts;
+        uint32_t seq;                   /* the last template_request's */
 };
 
 static const char *const kind_args[TEMPLATE_KIND_MAX] = { "plain", "sci" };
@@ -591,8 +594,8 @@ int template_spawn(ns_templates *ts, template_kind kind, const ns_child_args *ar
 
         /* only the limits the child reads: every warm program is a copy of the
          * template's memory, which must hold none of the service's settings */
-        template_request req = { .magic = TEMPLATE_MAGIC, .limits = *args->limits, .memory_mb = args->memory_mb,
-                                 .code_fifo = args->code_fifo };
+        template_request req = { .magic = TEMPLATE_MAGIC, .seq = ++ts->seq, .limits = *args->limits,
+                                 .memory_mb = args->memory_mb, .code_fifo = args->code_fifo };
         snprintf(req.mountpoint, sizeof(req.mountpoint), "%s", args->mountpoint);
         snprintf(req.code_name, sizeof(req.code_name), "%s", args->code_name);
         snprintf(req.pkgs_dir, sizeof(req.pkgs_dir), "%s", args->pkgs_dir ? args->pkgs_dir : "");
@@ -610,7 +613,12 @@ int template_spawn(ns_templates *ts, template_kind kind, const ns_child_args *ar
         template_reply rep;
         int pidfd = -1;
         ssize_t n = recv_with_fd(t->sock, &rep, sizeof(rep), 0, &pidfd);
-        if (n != sizeof(rep)) {
+        /* a late second answer to an earlier request (template.h): not this one's */
+        for (unsigned late = 0; n == sizeof(rep) && rep.seq != req.seq && late < STALE_ANSWERS_MAX; late++) {
+                close_fd(&pidfd);
+                n = recv_with_fd(t->sock, &rep, sizeof(rep), 0, &pidfd);
+        }
+        if (n != sizeof(rep) || rep.seq != req.seq) {
                 close_fd(&pidfd);
                 r = n < 0 ? (int)n : -EPIPE;
                 goto fail;

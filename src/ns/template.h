@@ -90,11 +90,14 @@ typedef struct template_slot_request {
 
 /* slot template -> engine, once: "R" when it serves. Then, for each request:
  * engine -> template: a template_request; SCM_RIGHTS: payload, sync, report, stdout,
- * stderr[, stdin]. template -> engine: a template_reply; SCM_RIGHTS: a pidfd of the
- * sandbox (none on failure). */
-#define TEMPLATE_MAGIC 0x68787a32u /* "hxz2" */
+ * stderr[, stdin]. template -> engine: a template_reply with the request's seq; SCM_RIGHTS:
+ * a pidfd of the sandbox (none on failure). A request may get a second answer (PID 1
+ * answers for itself, and the template does too when PID 1 died before it could say
+ * that it had): the engine drops every answer whose seq is not its request's. */
+#define TEMPLATE_MAGIC 0x68787a33u /* "hxz3" */
 typedef struct template_request {
         uint32_t magic;
+        uint32_t seq;           /* echoed by its answers */
         uint32_t n_fds;
         uint32_t memory_mb;     /* ns_child_args.memory_mb */
         ns_limits limits;       /* ns_child_args.limits */
@@ -107,6 +110,7 @@ typedef struct template_request {
 
 typedef struct template_reply {
         int32_t pid;    /* > 0, or -errno */
+        uint32_t seq;   /* the request's (0 from the mother) */
 } template_reply;
 
 /* Where a slot template has its control socket and the sandbox init. */

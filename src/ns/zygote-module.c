@@ -62,9 +62,9 @@ static void close_fds(int *fds, int n)
 }
 
 /* One reply, with the pidfd if there is one (-1: none). */
-static void reply(int sock, int32_t pid, int pidfd)
+static void reply(int sock, uint32_t seq, int32_t pid, int pidfd)
 {
-        template_reply r = { .pid = pid };
+        template_reply r = { .pid = pid, .seq = seq };
         union {
                 char buf[CMSG_SPACE(sizeof(int))];
                 struct cmsghdr align;
@@ -196,6 +196,7 @@ static void rewrite_cmdline(const char *code_path)
 static char *pid1_stack;                /* PID1_STACK_SIZE, above a PROT_NONE guard */
 static payload_view pid1_payload;       /* what PID 1 mapped (ns_child_args.warm_payload) */
 static volatile sig_atomic_t pid1_replied; /* PID 1 has told the engine who it is */
+static uint32_t pid1_seq;               /* the request PID 1 answers (template_reply.seq) */
 static sigjmp_buf to_serve;             /* where the program goes on, in the template's frames */
 static ns_program program;              /* the program's own copy, written after its fork */
 
@@ -237,7 +238,7 @@ static void announce(int sock)
         long pid = p ? strtol(p + 5, NULL, 10) : 0;
         if (pid <= 0)
                 _exit(127); /* the template then answers with its own pidfd */
-        reply(sock, (int32_t)pid, pidfd);
+        reply(sock, pid1_seq, (int32_t)pid, pidfd);
         close(pidfd);
         pid1_replied = 1;
 }
@@ -268,7 +269,7 @@ static PyObject *serve(int sock, int init_fd)
                 int with_files = req.has_files ? 1 : 0;
                 if (nfds < 0 || req.magic != TEMPLATE_MAGIC || nfds != (int)req.n_fds || nfds < 5 + with_files) {
                         close_fds(fds, nfds > 0 ? nfds : 0);
-                        reply(sock, -EBADMSG, -1);
+                        reply(sock, req.seq, -EBADMSG, -1);
                         continue;
                 }
                 req.mountpoint[sizeof(req.mountpoint) - 1] = '\0';
@@ -288,6 +289,7 @@ static PyObject *serve(int sock, int init_fd)
                 struct pid1_start st = { .args = &a, .sock = sock };
                 int pidfd = -1;
                 pid1_replied = 0;
+                pid1_seq = req.seq;
                 if (sigsetjmp(to_serve, 0)) {
                         /* the program (pid1_main), in its copy of this frame: only
                          * statics are to be trusted here */
@@ -309,9 +311,11 @@ static PyObject *serve(int sock, int init_fd)
                 (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
                 forget_pid1();
                 close_fds(fds, nfds);
-                /* PID 1 answered for itself, unless it died first */
+                /* PID 1 answered for itself, unless it died first. Killed between its
+                 * answer and noting it (the engine may kill it as soon as it has the
+                 * answer), it answered twice: the engine drops the late one (its seq) */
                 if (!pid1_replied)
-                        reply(sock, pid > 0 ? (int32_t)pid : -saved, pid > 0 ? pidfd : -1);
+                        reply(sock, req.seq, pid > 0 ? (int32_t)pid : -saved, pid > 0 ? pidfd : -1);
                 if (pidfd >= 0)
                         close(pidfd);
         }
@@ -381,7 +385,7 @@ static PyObject *zygote_mother(PyObject *self, PyObject *args)
                 int saved = errno;
                 PyOS_AfterFork_Parent();
                 close(fd);
-                reply(sock, pid > 0 ? (int32_t)pid : -saved, pid > 0 ? pidfd : -1);
+                reply(sock, 0, pid > 0 ? (int32_t)pid : -saved, pid > 0 ? pidfd : -1);
                 if (pidfd >= 0)
                         close(pidfd);
                 if (pid < 0)

@@ -109,13 +109,14 @@ MEMORY_MB = 512     # per-request memory limit asked of our sandbox
 SERVICE_CONFIGS = [
     ("service", {"SANDBOX_WARM": "off"}),      # cold: a fresh interpreter per request
     ("service-warm", {"SANDBOX_WARM": "on"}),  # warm: Python forked from a pre-initialised template
-    # warm, and JavaScript and Bash from pre-started single-use sandboxes: they serve
-    # requests of DEFAULT_MEMORY_MB only, so that is the memory_mb asked here. The pools
-    # hold at most a quarter of MEMORY_BUDGET_MB (counted by their memory_mb, not what they
-    # use): half of this VM's MemAvailable, the default, left room for 3 + 2 of 512 MB, not
-    # the 4 per language asked for, so the budget is set to what holds 8
-    ("service-pool", {"SANDBOX_WARM": "on", "SANDBOX_POOL": "4", "SANDBOX_POOL_MEMORY_MB": "4096",
-                      "DEFAULT_MEMORY_MB": str(MEMORY_MB), "MEMORY_BUDGET_MB": "16384"}),
+    # warm, and pre-started single-use sandboxes of each kind (Python from each warm
+    # template, JavaScript, Bash): they serve requests of DEFAULT_MEMORY_MB only, so that
+    # is the memory_mb asked here. The pools hold at most SANDBOX_POOL_MEMORY_MB and a
+    # quarter of MEMORY_BUDGET_MB (counted by their memory_mb, not what they use, about
+    # 3 MiB each): 4 kinds x 4 x 512 MB, so that the 4 per kind asked for are kept (a
+    # concurrency-1 cell sends a system blocks of 5 requests back to back)
+    ("service-pool", {"SANDBOX_WARM": "on", "SANDBOX_POOL": "4", "SANDBOX_POOL_MEMORY_MB": "8192",
+                      "DEFAULT_MEMORY_MB": str(MEMORY_MB), "MEMORY_BUDGET_MB": "32768"}),
 ]
 WARM_SYSTEM = "service-warm"   # the system the warm-start targets are read from
 

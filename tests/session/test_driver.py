@@ -575,6 +575,28 @@ def test_bash_interrupt_keeps_state(start):
     assert b.cell("echo $x")["stdout"] == "7\n"
 
 
+def test_bash_interrupt_reaches_a_command_that_missed_the_first(start):
+    """A SIGINT can reach bash's foreground command before it is ready for it (between
+    its fork and its exec, where bash's own handler takes it): here a command that
+    ignores SIGINT for its first second. The interrupt is sent again while the cell
+    runs, so the cell still ends long before its command would, and bash keeps its
+    state."""
+    b = start("bash")
+    b.cell("x=7")
+    code = ("echo start\n/usr/bin/python3 -c 'import signal, time\n"
+            "signal.signal(signal.SIGINT, signal.SIG_IGN)\nprint(\"armed\", flush=True)\n"
+            "time.sleep(1)\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\ntime.sleep(100)'\necho after\n")
+    b.send(op="exec", id="s", code=code)
+    b.wait(lambda e: e.get("ev") == "stdout" and e.get("id") == "s" and "armed" in e.get("text", ""), 30)
+    t = time.monotonic()
+    b.send(op="interrupt", id="s")
+    d = b.done("s", 30)
+    assert time.monotonic() - t < 30   # not the 100 s its command would sleep
+    assert d["status"] == "interrupted", d
+    assert "after" not in "".join(e.get("text", "") for e in b.of("s"))
+    assert b.cell("echo $x")["stdout"] == "7\n"
+
+
 def test_bash_cell_redirecting_its_output_does_not_silence_the_next(start):
     b = start("bash")
     r = b.cell("exec >/dev/null 2>&1\necho hidden")

@@ -802,6 +802,12 @@ done
 """
 
 
+# bash: how often, and how long apart, an interrupted cell that still runs is
+# interrupted again (ChildKernel._interrupt_again)
+INTERRUPT_AGAIN_TIMES = 20
+INTERRUPT_AGAIN_S = 0.5
+
+
 class ChildKernel:
     """A bash or node kept for the session: a cell goes in on a command pipe, the answer
     comes back on an answer pipe (their fd numbers are its arguments), its fds 1 and 2
@@ -883,10 +889,15 @@ class ChildKernel:
                 os.killpg(self.proc.pid, signal.SIGINT)
             except OSError:
                 pass
+            threading.Thread(target=self._interrupt_again, args=(self.n,), daemon=True).start()
             return
-        # node (breakOnSigint stops the cell) and what this cell started, not the
-        # processes earlier cells left running
-        pids = [self.proc.pid]
+        self._interrupt_started()
+
+    def _interrupt_started(self):
+        """SIGINT to what this cell started (and node), not the processes earlier cells
+        left running."""
+        # node (breakOnSigint stops the cell)
+        pids = [] if self.language == "bash" else [self.proc.pid]
         for child in child_pids(self.proc.pid) - self.before:
             pids += [child] + sorted(descendants(child))
         for pid in pids:
@@ -894,6 +905,19 @@ class ChildKernel:
                 os.kill(pid, signal.SIGINT)
             except OSError:
                 pass
+
+    def _interrupt_again(self, n):
+        """A SIGINT that came while bash's foreground child was between its fork and
+        its exec is lost with the child's copy of bash's handler: the command then runs
+        on (sleep 100: 100 s), and bash, which got its own SIGINT, runs the trap that
+        ends the cell only once it exits. While the interrupted cell still runs, its
+        commands get SIGINT again (not bash: between cells a SIGINT would end it)."""
+        for _ in range(INTERRUPT_AGAIN_TIMES):
+            time.sleep(INTERRUPT_AGAIN_S)
+            with self.state.lock:
+                if self.n != n or self.state.running is None:
+                    return
+                self._interrupt_started()
 
     def exec_cell(self, cid, code):
         self.n += 1

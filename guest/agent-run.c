@@ -145,12 +145,6 @@ static int clone_into_cgroup(void *ctx, const ns_child_args *child, ns_born *ret
         return 0;
 }
 
-/* generated from src/ns/charts.py (and compiled) and src/ns/sitecustomize.py: the same
- * sitecustomize as the namespace backend's */
-extern const char embed_charts_py[];
-extern const unsigned char embed_charts_pyc[];
-extern const size_t embed_charts_pyc_len;
-extern const char embed_sitecustomize_py[];
 
 int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *job, hxs_error *err)
 {
@@ -187,10 +181,7 @@ int run_start(const hxp_run *run, const uint8_t *code, int files_fd, agent_job *
                 (void)rmdir(CG_DIR);
                 return r;
         }
-        const ns_python_site site = {
-                .loader = embed_sitecustomize_py, .hooks = embed_charts_py,
-                .hooks_pyc = embed_charts_pyc, .hooks_pyc_len = embed_charts_pyc_len,
-        };
+        const ns_python_site site = ns_python_site_builtin(); /* the namespace backend's */
         ns_spawn_args sa = {
                 .child = {
                         .limits = &limits, .seccomp = &seccomp, .mountpoint = MOUNTPOINT,

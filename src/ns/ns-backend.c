@@ -95,12 +95,6 @@ struct ns_exec {
 
 enum { TAG_STDOUT = 1, TAG_STDERR, TAG_STDIN, TAG_REPORT, TAG_PIDFD, TAG_TIMER, TAG_CODE };
 
-/* generated from src/ns/charts.py, compiled, and src/ns/sitecustomize.py */
-extern const char embed_charts_py[];
-extern const unsigned char embed_charts_pyc[];
-extern const size_t embed_charts_pyc_len;
-extern const char embed_sitecustomize_py[];
-
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
 {
         struct epoll_event ev = { .events = events, .data.u64 = tag };
@@ -413,10 +407,7 @@ static int ns_start(void *state, hxs_exec *x, hxs_error *err)
                 return err_fail(err, HXS_ERR_SETUP, files_fd, "staging the files: %s", strerror(-files_fd));
         ns_limits limits;
         ns_limits_of(cfg, &limits);
-        const ns_python_site python_site = {
-                .loader = embed_sitecustomize_py, .hooks = embed_charts_py,
-                .hooks_pyc = embed_charts_pyc, .hooks_pyc_len = embed_charts_pyc_len,
-        };
+        const ns_python_site python_site = ns_python_site_builtin();
         start_ctx ctx = { .b = b, .x = x, .nx = nx };
         ns_spawn_args sa = {
                 .child = {

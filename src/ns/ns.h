@@ -48,12 +48,18 @@ static inline void ns_limits_of(const hxs_config *cfg, ns_limits *ret)
 
 /* What a cold Python gets as its sitecustomize, in the root's /etc/python3.X: a loader
  * (sitecustomize.py) that runs the hooks (hxs_charts.py, charts.py in the tree) from the
- * code compiled at build time (hxs_charts.pyc; empty: none), else from their source. */
+ * code compiled at build time (hxs_charts.pyc; empty: none), else from their source.
+ * The loader compiled too (loader_pyc; empty: none), shown where the build's Python
+ * looks for its bytecode (loader_cache, a path under /usr). */
 typedef struct ns_python_site {
         const char *loader, *hooks;
-        const unsigned char *hooks_pyc;
-        size_t hooks_pyc_len;
+        const unsigned char *hooks_pyc, *loader_pyc;
+        size_t hooks_pyc_len, loader_pyc_len;
+        const char *loader_cache;
 } ns_python_site;
+
+/* the one built in (src/ns/python-site.c) */
+ns_python_site ns_python_site_builtin(void);
 
 /* Everything the child needs, prepared before clone so the child only calls the kernel
  * (it may be a copy of a threaded process: no malloc, no locks). */

@@ -90,6 +90,33 @@ def test_hooks_are_precompiled_for_this_python() -> None:
         res.describe()
 
 
+# ... and so is the sitecustomize that loads them: Python looks for its bytecode in
+# /usr's __pycache__, where the sandbox shows ours (read-only, taken without reading the
+# source), so a cold start compiles nothing of ours. Needs the host's file there to
+# show ours over.
+SITE_CACHE = "/usr/lib/python3.11/__pycache__/sitecustomize.cpython-311.pyc"
+
+
+def test_sitecustomize_is_loaded_from_its_bytecode() -> None:
+    import os
+    import sys
+    if sys.version_info[:2] != (3, 11) or not os.path.isfile(SITE_CACHE):
+        pytest.skip("this host has no %s for the sandbox to show its own over" % SITE_CACHE)
+    res = run_exec("import sitecustomize; print(sitecustomize.__cached__)", "python",
+                   env_vars={"PYTHONVERBOSE": "1"})
+    assert res.exit_code == 0 and res.stdout == SITE_CACHE + "\n", res.describe()
+    assert "# code object from '%s'" % SITE_CACHE in res.stderr, res.describe()
+    assert "# code object from /usr/lib/python3.11/sitecustomize.py" not in res.stderr, res.describe()
+    # ours, not the host's, and the sandbox cannot change it
+    res = run_exec("import sitecustomize, importlib.util as u\n"
+                   "b = open(sitecustomize.__cached__, 'rb').read()\n"
+                   "src = open(sitecustomize.__file__, 'rb').read()\n"
+                   "print(b[4:8] == (1).to_bytes(4, 'little'), b[8:16] == u.source_hash(src))\n"
+                   "try:\n    open(sitecustomize.__cached__, 'ab')\nexcept OSError as e:\n    print(e.errno)\n",
+                   "python")
+    assert res.stdout == "True True\n30\n", res.describe()
+
+
 def test_charts_warm(service_url) -> None:
     wait_warm_ready(service_url)
     for _ in range(3):  # warm templates serve some of these once ready

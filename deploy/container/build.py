@@ -9,7 +9,9 @@ Python 3.11 with numpy, pandas, scipy, matplotlib, ...; Node.js; Bash), the libr
 (PID 1: reaps orphans, forwards SIGTERM) and the Essential set, with the closure of
 their Depends. To that it adds:
 
-  /usr/lib/hexr-sandbox/hexr-sandbox     the service binary (debug info stripped)
+  /usr/lib/hexr-sandbox/hexr-sandbox     the binary (debug info stripped)
+  /usr/lib/hexr-sandbox/hexr-sandbox-http  what it hands `serve` to (the same CLI with
+                                         the HTTP server and TLS linked)
   /usr/lib/hexr-sandbox/_hxs_zygote.so   the warm templates' module (found beside the binary)
   /usr/lib/hexr-sandbox/entrypoint.sh    prepares cgroups and /proc, then drops CAP_SYS_ADMIN
   /usr/bin/hexr-sandbox                  a link to the binary
@@ -140,16 +142,16 @@ def write_etc(staging):
     os.chmod(os.path.join(staging, "tmp"), 0o1777)
 
 
-def install_service(staging, binary, module):
+def install_service(staging, binary, http, module):
     lib = os.path.join(staging, "usr/lib/hexr-sandbox")
     os.makedirs(lib, exist_ok=True)
-    for src, name in ((binary, "hexr-sandbox"), (module, "_hxs_zygote.so")):
+    for src, name in ((binary, "hexr-sandbox"), (http, "hexr-sandbox-http"), (module, "_hxs_zygote.so")):
         dst = os.path.join(lib, name)
         r = subprocess.run(["strip", "--strip-debug", "-o", dst, src], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         if r.returncode != 0:
             shutil.copyfile(src, dst)
-        os.chmod(dst, 0o755 if name == "hexr-sandbox" else 0o644)
+        os.chmod(dst, 0o644 if name.endswith(".so") else 0o755)
     shutil.copyfile(ENTRYPOINT, os.path.join(lib, "entrypoint.sh"))
     os.chmod(os.path.join(lib, "entrypoint.sh"), 0o755)
     link = os.path.join(staging, "usr/bin/hexr-sandbox")
@@ -172,8 +174,9 @@ def buildah(*args):
 def build(args):
     t0 = time.monotonic()
     binary = os.path.abspath(os.path.join(args.build, "hexr-sandbox"))
+    http = os.path.abspath(os.path.join(args.build, "hexr-sandbox-http"))
     module = os.path.abspath(os.path.join(args.build, "_hxs_zygote.so"))
-    for p in (binary, module):
+    for p in (binary, http, module):
         if not os.path.isfile(p):
             raise BuildError(f"no {p}: build the project first (make build)")
     if not shutil.which("buildah"):
@@ -182,7 +185,7 @@ def build(args):
     tag = args.tag or f"hexr-sandbox:{version}"
 
     pkgs = ib.installed_packages()
-    roots = [r[1] for r in ib.read_runtimes()] + EXTRA_PACKAGES + linked_packages([binary, module])
+    roots = [r[1] for r in ib.read_runtimes()] + EXTRA_PACKAGES + linked_packages([binary, http, module])
     missing = [r for r in roots if r not in pkgs]
     if missing:
         raise BuildError(f"not installed on this host: {', '.join(missing)} (scripts/setup.sh installs them)")
@@ -191,7 +194,7 @@ def build(args):
     versions = {n: pkgs[n]["version"] for n in names}
     config = {"env": IMAGE_ENV, "entrypoint": entrypoint(), "cmd": ["serve"], "port": 8080}
     key = hashlib.sha256(json.dumps({
-        "format": FORMAT, "packages": versions, "binary": sha256_file(binary), "module": sha256_file(module),
+        "format": FORMAT, "packages": versions, "binary": sha256_file(binary), "http": sha256_file(http), "module": sha256_file(module),
         "builder": sha256_file(os.path.abspath(__file__)), "entrypoint": sha256_file(ENTRYPOINT), "root_builder": sha256_file(ib.__file__),
         "config": config, "version": version}, sort_keys=True).encode()).hexdigest()
     print(f"image {tag}: {len(names)} packages, binary {sha256_file(binary)[:12]}, inputs {key[:12]}", flush=True)
@@ -213,9 +216,10 @@ def build(args):
         print(f"      {len(files)} files, {ib.human(total)}", flush=True)
         ib.finish_root(staging, epoch)
         write_etc(staging)
-        install_service(staging, binary, module)
+        install_service(staging, binary, http, module)
         manifest = {"format": FORMAT, "inputs_sha256": key, "version": version, "packages": versions,
                     "binary_sha256": sha256_file(os.path.join(staging, "usr/lib/hexr-sandbox/hexr-sandbox")),
+                    "http_sha256": sha256_file(os.path.join(staging, "usr/lib/hexr-sandbox/hexr-sandbox-http")),
                     "module_sha256": sha256_file(os.path.join(staging, "usr/lib/hexr-sandbox/_hxs_zygote.so")),
                     "root_source": "files of the Debian packages installed on the build host (dpkg file lists)"}
         os.makedirs(os.path.join(staging, "usr/share/hexr-sandbox"), exist_ok=True)

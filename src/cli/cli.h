@@ -9,6 +9,9 @@
  * `docker run` so it rarely collides with a program's own status. */
 #define HXS_CLI_EXIT_FAILURE 125
 
+/* main's argv, for the verbs handed to hexr-sandbox-http (cli-http.c) */
+extern char **cli_argv;
+
 int cli_exec(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
 int cli_version(int argc, char **argv);

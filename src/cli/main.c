@@ -30,8 +30,11 @@ static void usage(FILE *f)
         cli_print_settings(f);
 }
 
+char **cli_argv;
+
 int main(int argc, char **argv)
 {
+        cli_argv = argv;
         if (argc < 2) {
                 usage(stderr);
                 return 2;

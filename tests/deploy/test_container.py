@@ -64,6 +64,7 @@ def test_runtime_manifest_names_the_packages_and_the_binary() -> None:
     for p in ("python3", "python3-pandas", "nodejs", "bash", "libmicrohttpd12", "tini"):
         assert p in m["packages"], p
     assert len(m["binary_sha256"]) == 64
+    assert len(m["http_sha256"]) == 64
 
 
 def test_container_health_says_namespaces(container_url: str) -> None:

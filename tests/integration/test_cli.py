@@ -258,6 +258,34 @@ def test_doctor_and_version():
     assert b"MAX_EXECUTION_TIME" in h.stdout and b"LISTEN_ADDRESS" in h.stdout
 
 
+def _linked(binary):
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_the_cli_links_no_tls_and_hands_serve_to_its_sibling(tmp_path):
+    """exec and the rest start without GnuTLS and the HTTP server; serve and mcp --url
+    run hexr-sandbox-http from the binary's own directory, with the same arguments, and
+    say so when it is not there."""
+    libs = _linked(BIN)
+    assert "libjansson.so.4" in libs, libs  # ldd worked
+    assert not {lib for lib in libs if lib.startswith(("libgnutls", "libmicrohttpd"))}, libs
+    http = os.path.join(os.path.dirname(BIN), "hexr-sandbox-http")
+    assert "libmicrohttpd.so.12" in _linked(http)
+    # the hand-over keeps argv: serve's own error for a bad option comes back
+    p = run(["serve", "--no-such-option"])
+    assert p.returncode == 2 and b"no-such-option" in p.stderr, p.stderr
+    lone = tmp_path / "hexr-sandbox"
+    lone.write_bytes(pathlib.Path(BIN).read_bytes())
+    lone.chmod(0o755)
+    for args in (["serve", "--listen", "127.0.0.1:0"], ["mcp", "--url", "http://127.0.0.1:9/"]):
+        p = subprocess.run([str(lone)] + args, input=b"", capture_output=True, timeout=60)
+        assert p.returncode == 125, (args, p.stderr)
+        assert ("%s: No such file or directory" % (tmp_path / "hexr-sandbox-http")).encode() in p.stderr, p.stderr
+    p = subprocess.run([str(lone), "exec", "-c", "print(6 * 7)"], capture_output=True, timeout=120)
+    assert p.returncode == 0 and p.stdout == b"42\n", p.stderr
+
+
 # ---- a killed CLI leaves nothing behind ----------------------------------------------------
 
 def _engine_cgroups():

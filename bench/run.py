@@ -1235,11 +1235,12 @@ def main() -> int:
            "settings": {"our_env": OUR_ENV, "timeout_s": TIMEOUT_S, "memory_mb": MEMORY_MB,
                         "service_configs": service_configs, "plan": {str(k): v for k, v in plan.items()}}}
 
-    # Run a private copy of the binary (and the warm template's module beside it), so
-    # that a rebuild of build/ during the run cannot mix two versions in one report.
+    # Run a private copy of the binary (and what sits beside it: the HTTP half that runs
+    # serve, the warm template's module), so that a rebuild of build/ during the run
+    # cannot mix two versions in one report.
     snap = tempfile.mkdtemp(prefix="hxs-bench-")
     os.chmod(snap, 0o755)
-    for f in ("hexr-sandbox", "_hxs_zygote.so"):
+    for f in ("hexr-sandbox", "hexr-sandbox-http", "_hxs_zygote.so"):
         src = binary if f == "hexr-sandbox" else os.path.join(os.path.dirname(binary), f)
         if os.path.exists(src):
             shutil.copy2(src, os.path.join(snap, os.path.basename(binary) if f == "hexr-sandbox" else f))

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* hexr-sandbox: one binary, one verb per file. */
+/* hexr-sandbox: one binary, one verb per file (and hexr-sandbox-http, the same with the
+ * verbs that speak HTTP: cli-http.c). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "cli/cli.h"
 #include "hexr-sandbox/sandbox.h"
@@ -39,6 +41,10 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
+        /* the name ps and top show: argv[0]'s, as after any exec, also once handed to
+         * hexr-sandbox-http (whose own would be cut to "hexr-sandbox-ht") */
+        const char *slash = strrchr(argv[0], '/');
+        (void)prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
         if (strcmp(argv[1], "help") == 0 && argc > 2) {
                 /* help VERB: the verb's own --help */
                 for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)

@@ -263,7 +263,7 @@ def _linked(binary):
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-def test_the_cli_links_no_tls_and_hands_serve_to_its_sibling(tmp_path):
+def test_the_cli_links_no_tls_and_hands_serve_to_its_sibling(tmp_path, start_service):
     """exec and the rest start without GnuTLS and the HTTP server; serve and mcp --url
     run hexr-sandbox-http from the binary's own directory, with the same arguments, and
     say so when it is not there."""
@@ -275,6 +275,10 @@ def test_the_cli_links_no_tls_and_hands_serve_to_its_sibling(tmp_path):
     # the hand-over keeps argv: serve's own error for a bad option comes back
     p = run(["serve", "--no-such-option"])
     assert p.returncode == 2 and b"no-such-option" in p.stderr, p.stderr
+    # ... and the process keeps its name for ps (not "hexr-sandbox-ht")
+    svc = start_service({"SANDBOX_WARM": "off", "SANDBOX_POOL": "0"})
+    assert os.readlink("/proc/%d/exe" % svc.proc.pid) == os.path.realpath(http)
+    assert pathlib.Path("/proc/%d/comm" % svc.proc.pid).read_text() == "hexr-sandbox\n"
     lone = tmp_path / "hexr-sandbox"
     lone.write_bytes(pathlib.Path(BIN).read_bytes())
     lone.chmod(0o755)

@@ -128,8 +128,8 @@ static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n
                                    "services: files\nprotocols: files\nnetworks: files\n";
 
 /* The sandbox's sitecustomize in the directory dir (/etc/python3.X) of the root, see
- * ns_python_site. */
-static void write_python_site(const char *root, const char *dir, const ns_python_site *site)
+ * ns_python_site; with its bytecode when the sandbox starts its Python cold. */
+static void write_python_site(const char *root, const char *dir, const ns_python_site *site, bool bytecode)
 {
         char p[700], cache[700];
         struct stat st;
@@ -148,8 +148,10 @@ static void write_python_site(const char *root, const char *dir, const ns_python
          * there: the host's, stale for ours, so every start compiled ours (about 2 ms,
          * the interpreter's first compile). Ours is shown there instead, a pyc Python
          * takes without checking the source; where the host has no such file (or
-         * another Python), the source is compiled as before. */
-        if (!site->loader_pyc_len || !site->loader_cache[0])
+         * another Python), the source is compiled as before. Not in a sandbox whose
+         * Python a warm template clones (the template ran its site once for all): the
+         * bind would cost each of them more than the rare Python it starts anew saves. */
+        if (!bytecode || !site->loader_pyc_len || !site->loader_cache[0])
                 return;
         snprintf(cache, sizeof(cache), "%s%s", root, site->loader_cache);
         if (lstat(cache, &st) < 0 || !S_ISREG(st.st_mode))
@@ -159,7 +161,7 @@ static void write_python_site(const char *root, const char *dir, const ns_python
         bind_ro(p, cache);
 }
 
-static void build_etc(const char *root, const ns_python_site *site)
+static void build_etc(const char *root, const ns_python_site *site, bool bytecode)
 {
         char p[600], src[300];
         snprintf(p, sizeof(p), "%s/etc", root);
@@ -188,7 +190,7 @@ static void build_etc(const char *root, const ns_python_site *site)
                  * host's (an apport hook at most) */
                 if (site && strncmp(etc_binds[i], "python3.", 8) == 0 && lstat(src, &st) == 0 &&
                     S_ISDIR(st.st_mode)) {
-                        write_python_site(root, p, site);
+                        write_python_site(root, p, site, bytecode);
                         continue;
                 }
                 if (lstat(src, &st) < 0) {
@@ -400,7 +402,7 @@ static void op_usr(root_ctx *c)
 
 static void op_etc(root_ctx *c)
 {
-        build_etc(c->root, c->a->site);
+        build_etc(c->root, c->a->site, !c->a->warm);
 }
 
 static void op_dev(root_ctx *c)

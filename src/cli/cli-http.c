@@ -45,13 +45,14 @@ int cli_serve(int argc, char **argv)
         return hand_over();
 }
 
-/* mcp --url: nothing has been read or written yet; on success this does not return. */
+/* mcp --url: nothing has been read or written yet; returns only when the exec failed. */
 int mcp_remote_open(mcp_stdio *m, const char *url, const char *ca, const char *cert, const char *key, char *why,
                     size_t why_size)
 {
         (void)m, (void)url, (void)ca, (void)cert, (void)key;
+        (void)hand_over();
         snprintf(why, why_size, "cannot run hexr-sandbox-http for --url");
-        return hand_over() == 0 ? 0 : -ENOENT;
+        return -ENOENT;
 }
 
 /* Without a remote (this binary never has one) there is nothing to forward. */

@@ -467,21 +467,6 @@ fail:
         return err_fail(err, HXS_ERR_UNSUPPORTED, r, "building the seccomp filter: %s", strerror(-r));
 }
 
-void sandbox_filter_free(sandbox_filter *s)
-{
-        free(s->insns);
-        s->insns = NULL;
-        s->len = 0;
-}
-
-int sandbox_filter_load(const sandbox_filter *s)
-{
-        struct sock_fprog prog = { .len = s->len, .filter = s->insns };
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
-                return -errno;
-        return 0;
-}
-
 /* ---- the policy as Markdown ------------------------------------------------------------ */
 
 static void describe_numbers(FILE *f, const char *name)

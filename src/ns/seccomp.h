@@ -5,6 +5,7 @@
 #include <linux/filter.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "hexr-sandbox/sandbox.h"
 
@@ -14,14 +15,21 @@ typedef struct sandbox_filter {
 } sandbox_filter;
 
 /* The program the build compiled from the policy (seccomp-bpf.c): a copy of it,
- * without libseccomp. Fails only for want of memory. */
+ * without libseccomp. Fails only for want of memory. It, sandbox_filter_load and
+ * sandbox_filter_free are all a sandbox uses: the rest (seccomp.c) is for the build's
+ * tools and the tests, and only they link libseccomp. */
 int sandbox_filter_build(sandbox_filter *ret, hxs_error *err);
 /* Compiles the policy with libseccomp and checks every rule of it on the result:
  * fails rather than return a program that lacks one (the build runs this). */
 int sandbox_filter_compile(sandbox_filter *ret, hxs_error *err);
 /* Every rule of the policy, evaluated on s for every ABI. 0, or fails naming the rule. */
 int sandbox_filter_verify(const sandbox_filter *s, hxs_error *err);
-void sandbox_filter_free(sandbox_filter *s);
+static inline void sandbox_filter_free(sandbox_filter *s)
+{
+        free(s->insns);
+        s->insns = NULL;
+        s->len = 0;
+}
 /* Loads it into the calling thread (no_new_privs must already be set). 0 or -errno. */
 int sandbox_filter_load(const sandbox_filter *s);
 

@@ -272,6 +272,11 @@ def test_the_cli_links_no_tls_and_hands_serve_to_its_sibling(tmp_path, start_ser
     assert not {lib for lib in libs if lib.startswith(("libgnutls", "libmicrohttpd"))}, libs
     http = os.path.join(os.path.dirname(BIN), "hexr-sandbox-http")
     assert "libmicrohttpd.so.12" in _linked(http)
+    # nothing that runs sandboxes loads libseccomp: their filter is the build's
+    # (src/ns/seccomp-bpf.c); only the build's tools and the tests compile one
+    zygote = os.path.join(os.path.dirname(BIN), "_hxs_zygote.so")
+    for f in (BIN, http, zygote):
+        assert not {lib for lib in _linked(f) if lib.startswith("libseccomp")}, f
     # the hand-over keeps argv: serve's own error for a bad option comes back
     p = run(["serve", "--no-such-option"])
     assert p.returncode == 2 and b"no-such-option" in p.stderr, p.stderr

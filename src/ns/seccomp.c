@@ -280,11 +280,12 @@ static int number_prologue(struct sock_filter *out, size_t room, size_t *ret_len
 
 /* The classic BPF that libseccomp and number_prologue emit. Unknown instructions, or
  * running off the end, evaluate to 0 (SECCOMP_RET_KILL_THREAD), which no check expects. */
-static uint32_t bpf_run(const struct sock_filter *f, size_t n, const struct seccomp_data *d)
+static uint32_t bpf_run(const struct sock_filter *f, size_t n, const struct seccomp_data *d, size_t *steps)
 {
         uint32_t A = 0, X = 0, M[BPF_MEMWORDS] = { 0 };
         for (size_t pc = 0; pc < n; pc++) {
                 const struct sock_filter *i = &f[pc];
+                ++*steps;
                 switch (i->code) {
                 case BPF_LD | BPF_W | BPF_ABS:
                         if (i->k > sizeof(*d) - sizeof(uint32_t) || i->k % 4)
@@ -318,9 +319,18 @@ static uint32_t bpf_run(const struct sock_filter *f, size_t n, const struct secc
 uint32_t sandbox_filter_eval(const sandbox_filter *s, uint32_t arch, uint32_t nr, const uint64_t args[6])
 {
         struct seccomp_data d = { .nr = (int)nr, .arch = arch };
+        size_t steps = 0;
         if (args)
                 memcpy(d.args, args, sizeof(d.args));
-        return bpf_run(s->insns, s->len, &d);
+        return bpf_run(s->insns, s->len, &d, &steps);
+}
+
+size_t sandbox_filter_steps(const sandbox_filter *s, uint32_t arch, uint32_t nr)
+{
+        struct seccomp_data d = { .nr = (int)nr, .arch = arch };
+        size_t steps = 0;
+        (void)bpf_run(s->insns, s->len, &d, &steps);
+        return steps;
 }
 
 static uint32_t errno_action(int e)
@@ -419,6 +429,13 @@ int sandbox_filter_compile(sandbox_filter *ret, hxs_error *err)
         if ((r = seccomp_arch_add(ctx, SCMP_ARCH_X32)) < 0 && r != -EEXIST)
                 goto fail;
         if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
+                goto fail;
+        /* A binary tree of system call numbers rather than a list: attaching the filter
+         * runs it once for every number of every ABI (the kernel's cache of calls it may
+         * allow without running it), with interrupts off, and every call the cache
+         * cannot answer runs it again. Through a list that costs each sandbox's start
+         * about 0.3 ms more (345 instructions, of which a late number walks most). */
+        if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
                 goto fail;
         if ((r = add_rules(ctx, err)) < 0) {
                 seccomp_release(ctx);

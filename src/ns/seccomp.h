@@ -36,6 +36,9 @@ int sandbox_filter_load(const sandbox_filter *s);
 /* What the program answers to one call (arch: AUDIT_ARCH_*, nr as seccomp_data has
  * it, args may be NULL), without loading it: SECCOMP_RET_* with its data. */
 uint32_t sandbox_filter_eval(const sandbox_filter *s, uint32_t arch, uint32_t nr, const uint64_t args[6]);
+/* How many instructions the program runs to answer that call with all-zero arguments:
+ * what attaching it costs per number, and a call the kernel's cache cannot answer. */
+size_t sandbox_filter_steps(const sandbox_filter *s, uint32_t arch, uint32_t nr);
 
 /* The policy as Markdown (docs/seccomp.md is this output). 0 or -EIO. */
 int sandbox_filter_describe(FILE *f);

@@ -184,6 +184,31 @@ static void test_the_built_in_program_is_the_policy_compiled(void **state)
                 fail_msg("the built-in program: %s", err.message);
 }
 
+/* The kernel runs the program for every number of every ABI when a sandbox attaches it
+ * (its cache of calls to allow unfiltered), with interrupts off, and again at every call
+ * the cache cannot answer: the program is a search tree of numbers, so that a number
+ * walks a few dozen instructions. As a list (libseccomp's default layout) numbers
+ * walked 139 on average and the attach cost about 0.3 ms more. */
+#define STEPS_MEAN_MAX 48
+
+static void test_numbers_walk_a_tree_not_a_list(void **state)
+{
+        for (size_t a = 0; a < sizeof(abis) / sizeof(abis[0]); a++) {
+                size_t worst = 0, total = 0;
+                for (uint32_t nr = 0; nr < 512; nr++) {
+                        size_t n = sandbox_filter_steps(&filter, abis[a].arch, abis[a].bit | nr);
+                        total += n;
+                        worst = n > worst ? n : worst;
+                }
+                double mean = total / 512.0;
+                print_message("%s: %.1f instructions on average, %zu at most, of %u\n", abis[a].name, mean, worst,
+                              filter.len);
+                if (mean > STEPS_MEAN_MAX)
+                        fail_msg("%s: a number walks %.1f instructions on average (at most %d)", abis[a].name, mean,
+                                 STEPS_MEAN_MAX);
+        }
+}
+
 /* Loaded for real, in a child: the kernel answers as the evaluation said. */
 static void test_the_kernel_agrees(void **state)
 {
@@ -219,6 +244,7 @@ int main(void)
                 cmocka_unit_test(test_the_rest_of_the_policy),
                 cmocka_unit_test(test_description_names_what_was_missing),
                 cmocka_unit_test(test_the_built_in_program_is_the_policy_compiled),
+                cmocka_unit_test(test_numbers_walk_a_tree_not_a_list),
                 cmocka_unit_test(test_the_kernel_agrees),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
